@@ -1,0 +1,97 @@
+"""The JSON contract between the Jenkins library (or any caller) and the CLI.
+
+Parameters come in as one JSON object in the file named by ``GPUOPS_PARAMS_FILE``; its
+keys are the invoked command's option names (underscores) and act as option defaults, so
+the command line still wins. Results go out as one JSON document in the file named by
+``GPUOPS_RESULT_FILE``, failures as one JSON document in ``GPUOPS_ERROR_FILE``:
+
+    {"ok": true,  "command": "headroom check", "result": {...}}
+    {"ok": false, "command": "headroom check", "error": {"message", "category", "hint",
+     "exit_code"}, "result": {...} | null}
+
+Both files are written atomically (temporary file, then rename), so a reader never sees
+half a document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuops.errors import GpuOpsError, InvalidInput
+
+PARAMS_ENV = "GPUOPS_PARAMS_FILE"
+RESULT_ENV = "GPUOPS_RESULT_FILE"
+ERROR_ENV = "GPUOPS_ERROR_FILE"
+
+#: Largest parameters document accepted: parameters are shapes and names, not payloads.
+MAX_PARAMS_BYTES = 1 << 20
+
+
+def load_params(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a parameters document; any defect is an :class:`InvalidInput` naming the file."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_PARAMS_BYTES:
+            raise InvalidInput(
+                f"parameters file {p} is {size} bytes; the limit is {MAX_PARAMS_BYTES}",
+                hint="pass shapes and names, not payloads",
+            )
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"parameters file {p} does not exist (from ${PARAMS_ENV} or --params-file)",
+            hint=f"write the JSON parameters first or unset {PARAMS_ENV}",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read parameters file {p}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(
+            f"parameters file {p} is not valid JSON: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InvalidInput(
+            f"parameters file {p} must hold a JSON object, not {type(doc).__name__}"
+        )
+    for key in doc:
+        if not key.replace("_", "").isalnum() or not key[:1].isalpha():
+            raise InvalidInput(f"parameters file {p}: {key!r} is not a parameter name")
+    return doc
+
+
+def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def result_document(command: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "command": command, "result": dict(result)}
+
+
+def error_document(
+    command: str, error: GpuOpsError, result: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "command": command,
+        "error": error.to_dict(),
+        "result": dict(result) if result is not None else None,
+    }

@@ -1,0 +1,47 @@
+"""Logging set-up for the CLI, and the redaction that keeps secrets out of every log line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+#: Environment variables whose values are secrets wherever they appear.
+SECRET_ENV = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|_KEY$|APIKEY|WEBHOOK_URL)", re.IGNORECASE)
+_MIN_SECRET_LEN = 4
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if SECRET_ENV.search(k) and len(v) >= _MIN_SECRET_LEN}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for value in secrets:
+        text = text.replace(value, "****")
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Replace the value of every secret-bearing environment variable by ``****``."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            record.msg = redact(record.getMessage(), self.secrets)
+            record.args = None
+        return True
+
+
+def configure_logging(debug: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter(secret_values()))
+    root = logging.getLogger("gpuops")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    root.propagate = False
