@@ -58,9 +58,7 @@ def load_params(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"column {exc.colno}"
         ) from None
     if not isinstance(doc, dict):
-        raise InvalidInput(
-            f"parameters file {p} must hold a JSON object, not {type(doc).__name__}"
-        )
+        raise InvalidInput(f"parameters file {p} must hold a JSON object, not {type(doc).__name__}")
     for key in doc:
         if not key.replace("_", "").isalnum() or not key[:1].isalpha():
             raise InvalidInput(f"parameters file {p}: {key!r} is not a parameter name")

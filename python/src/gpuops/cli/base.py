@@ -46,17 +46,14 @@ class GpuOpsCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         runtime = ctx.find_object(Runtime)
         if runtime is not None:
-            runtime.command = ctx.command_path.removeprefix(
-                ctx.find_root().info_name or ""
-            ).strip()
+            runtime.command = ctx.command_path.removeprefix(ctx.find_root().info_name or "").strip()
             if runtime.params_file:
                 params = load_params(runtime.params_file)
                 known = {p.name for p in self.params if isinstance(p, click.Option) and p.name}
                 unknown = sorted(set(params) - known)
                 if unknown:
                     raise InvalidInput(
-                        f"unknown parameter(s) {', '.join(unknown)} for "
-                        f"'gpuops {runtime.command}'",
+                        f"unknown parameter(s) {', '.join(unknown)} for 'gpuops {runtime.command}'",
                         hint=f"known parameters: {', '.join(sorted(known))}",
                     )
                 ctx.default_map = {**(ctx.default_map or {}), **params}

@@ -51,7 +51,9 @@ _dir_option = click.option(
     help="Synthetic kwok GPU nodes beyond the fleet (scale tests).",
 )
 @click.option("--registry-auth", is_flag=True, help="Registry with htpasswd auth and TLS.")
-def up(lab_dir: Path, components: str, hosts: int, extra_nodes: int, registry_auth: bool) -> Outcome:
+def up(
+    lab_dir: Path, components: str, hosts: int, extra_nodes: int, registry_auth: bool
+) -> Outcome:
     """Start the lab (idempotent: running components are kept)."""
     config = LabConfig(
         dir=lab_dir, hosts=hosts, extra_nodes=extra_nodes, registry_auth=registry_auth

@@ -30,9 +30,7 @@ log = logging.getLogger(__name__)
 def _exit_code_help() -> str:
     rows = "\n".join(f"  {c.code:<3} {c.category:<14} {c.meaning}" for c in error_categories())
     return (
-        "\b\nExit codes:\n"
-        + rows
-        + "\n\n\b\nParameters as JSON (for Jenkins and other callers):\n"
+        "\b\nExit codes:\n" + rows + "\n\n\b\nParameters as JSON (for Jenkins and other callers):\n"
         f"  ${PARAMS_ENV}  a JSON object whose keys are the command's option names\n"
         f"  ${RESULT_ENV}  where the result document is written\n"
         f"  ${ERROR_ENV}   where the error document is written on failure"

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -75,19 +76,22 @@ def alive(pid: int) -> bool:
 
 def stop_pid(pid: int, *, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
     """Signal the process group of ``pid`` (then the pid), escalate to SIGKILL."""
-    for target in (lambda s: os.killpg(pid, s), lambda s: os.kill(pid, s)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            target(sig)
+    _signal(pid, sig)
     deadline = time.monotonic() + timeout
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     if alive(pid):
-        for target in (lambda s: os.killpg(pid, s), lambda s: os.kill(pid, s)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                target(signal.SIGKILL)
+        _signal(pid, signal.SIGKILL)
         deadline = time.monotonic() + 5
         while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
 
 
 def pid_of(name: str, lab_dir: Path) -> int | None:
@@ -151,7 +155,9 @@ def tcp_open(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def http_ok(url: str, *, context: object = None, expect: tuple[int, ...] = (200,)) -> bool:
+def http_ok(
+    url: str, *, context: ssl.SSLContext | None = None, expect: tuple[int, ...] = (200,)
+) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1, context=context) as resp:  # noqa: S310
             return int(resp.status) in expect

@@ -1,0 +1,43 @@
+# gpu-ops: the two commands of the README and the pieces they are made of.
+#   make demo   set up everything, start the local lab, run the demo, stop the lab
+#   make test   set up everything, run every test and linter (what .ci/run runs)
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
+
+.PHONY: demo test setup lint lint-python lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+
+demo: setup
+	scripts/demo.sh
+
+test: setup
+	scripts/test.sh
+
+setup:
+	scripts/setup.sh
+
+lint: lint-python lint-groovy
+
+lint-python:
+	$(VENV)/bin/ruff check --config python/pyproject.toml python/src tests/python bench
+	$(VENV)/bin/ruff format --check --config python/pyproject.toml python/src tests/python bench
+	cd python && ../$(VENV)/bin/mypy
+
+lint-groovy:
+	npx --no-install npm-groovy-lint --failon error --noserver --output txt vars src tests/groovy
+
+test-python:
+	$(VENV)/bin/pytest
+
+test-groovy:
+	gradle --offline --console=plain -q test || gradle --console=plain test
+
+wheelhouse:
+	scripts/wheelhouse.sh wheelhouse
+
+lab-up:
+	$(VENV)/bin/gpuops lab up
+
+lab-down:
+	$(VENV)/bin/gpuops lab down
