@@ -1,0 +1,393 @@
+"""Lab component ``fleet``: SSH "GPU nodes", each isolated in its own namespaces.
+
+Each host runs ``sshd`` as PID 1 of fresh mount, UTS and PID namespaces inside its own network
+namespace, with its own hostname, ``/proc``, ``/etc`` and ``/usr/bin`` overlays (so its own
+``nvidia-smi`` and GPU state), ``/root``, ``/var/log``, ``/run`` and ``/tmp``. Hosts sit on a
+bridge in a control namespace; Ansible and gpuops stay in the root namespace and reach them
+through an ssh ``ProxyCommand`` that enters the control namespace, so no lab route exists
+outside the lab. A driver repository (``python -m http.server`` on the bridge address) serves
+the lab's ``NVIDIA-Linux-x86_64-<v>.run`` installers to the hosts.
+
+Fault injection: :func:`stop_sshd` / :func:`start_sshd` (sshd is the host's init, so this is
+a host going down and booting again: its disk, the overlay upper dirs, is kept; ``/run`` and
+``/tmp`` are fresh), :func:`disconnect` / :func:`reconnect` (link down: connections hang and
+time out), :func:`set_gpu_state` (driver, nouveau, kernel headers of a host).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.lab import fleetfiles, gpus, netns, proc
+from gpuops.lab.spec import GpuHost
+
+if TYPE_CHECKING:
+    from gpuops.lab import Lab
+
+log = logging.getLogger(__name__)
+
+REPO_PORT = 8080
+SERVER = "fleet-driver-repo"
+
+
+def fleet_dir(lab: Lab) -> Path:
+    return lab.dir / "fleet"
+
+
+def _pidname(host: str) -> str:
+    return f"fleet-host-{host}"
+
+
+# -- up / down / status ---------------------------------------------------------------------
+def up(lab: Lab) -> dict[str, Any]:
+    started = time.monotonic()
+    fdir = fleet_dir(lab)
+    if len(str(fdir / "cp")) > 50:  # ssh ControlPath: dir + 40 (%C) + 17 (temp) < 108 bytes
+        raise InvalidInput(
+            f"lab dir {lab.dir} is too long for ssh ControlPath sockets",
+            hint="use a lab dir of at most 40 characters (GPUOPS_LAB_DIR)",
+        )
+    prefix = netns.prefix_for(lab.dir)
+    ctl = netns.control_ns(prefix)
+    if netns.existing(prefix):
+        down(lab)
+    hosts = [(h, netns.host_link(prefix, i)) for i, h in enumerate(lab.fleet())]
+    fdir.mkdir(parents=True, exist_ok=True)
+    (fdir / "cp").mkdir(mode=0o700, exist_ok=True)
+    key, public = fleetfiles.client_key(fdir)
+    fleetfiles.shared_tree(fdir / "shared", hosts, public)
+    for host, _ in hosts:
+        fleetfiles.host_tree(fdir / "hosts" / host.name, host)
+    fleetfiles.write(fdir / "boot.sh", fleetfiles.BOOT_SH, 0o755)
+    fleetfiles.write(fdir / "ssh_config", fleetfiles.ssh_config(hosts, key, ctl))
+    fleetfiles.write(fdir / "hosts.yml", fleetfiles.inventory(hosts, key, ctl))
+    fleetfiles.write(fdir / "ansible.cfg", fleetfiles.ansible_cfg(fdir, min(50, len(hosts))))
+    versions = sorted(set(gpus.REPO_DRIVERS) | {h.driver for h, _ in hosts if h.driver})
+    runs = fleetfiles.driver_repo(fdir / "repo", versions)
+    netns.create(prefix, [link for _, link in hosts])
+    server = proc.spawn(
+        SERVER,
+        [
+            "/usr/bin/nsenter",
+            f"--net=/run/netns/{ctl}",
+            "/usr/bin/python3",
+            "-m",
+            "http.server",
+            "--bind",
+            netns.GATEWAY,
+            "--directory",
+            str(fdir / "repo"),
+            str(REPO_PORT),
+        ],
+        lab.dir,
+    )
+    for host, link in hosts:
+        _boot(lab, host.name, link)
+    _wait_listening(lab, [h.name for h, _ in hosts])
+    proc.wait_for(
+        lambda: _listening(server, REPO_PORT),
+        "lab driver repository",
+        timeout=15,
+        pid=server,
+        log_file=lab.dir / "logs" / f"{SERVER}.log",
+    )
+    elapsed = round(time.monotonic() - started, 3)
+    repo_url = f"http://{netns.GATEWAY}:{REPO_PORT}"
+    return {
+        "healthy": True,
+        "summary": f"{len(hosts)} SSH GPU hosts in netns {prefix}-*, driver repo {repo_url}",
+        "prefix": prefix,
+        "control_ns": ctl,
+        "dir": str(fdir),
+        "inventory": str(fdir / "hosts.yml"),
+        "ansible_cfg": str(fdir / "ansible.cfg"),
+        "ssh_config": str(fdir / "ssh_config"),
+        "private_key": str(key),
+        "driver_repo_url": repo_url,
+        "driver_runs": runs,
+        "started_s": elapsed,
+        "hosts": [
+            {**h.to_dict(), "ip": link.ip, "ns": link.ns, "index": link.index} for h, link in hosts
+        ],
+    }
+
+
+def down(lab: Lab) -> None:
+    """Stop every host and the repo server, delete the namespaces and the fleet dir."""
+    fdir = fleet_dir(lab)
+    prefix = netns.prefix_for(lab.dir)
+    pids = lab.dir / "pids"
+    names = sorted(p.stem for p in pids.glob("fleet-*.pid")) if pids.is_dir() else []
+    running = [p for p in (proc.pid_of(n, lab.dir) for n in names) if p is not None]
+    for pid in running:  # sshd (the hosts' init) handles SIGTERM; unshare ignores it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while any(proc.alive(p) for p in running) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for name in names:
+        proc.stop(name, lab.dir, timeout=2)
+    netns.kill(_lab_processes(fdir, prefix))  # ssh ControlPersist masters, ProxyCommands
+    netns.destroy(prefix)
+    shutil.rmtree(fdir, ignore_errors=True)
+
+
+def _lab_processes(fdir: Path, prefix: str) -> list[int]:
+    """ssh clients the lab's configs started (ControlPersist masters, ProxyCommands)."""
+    needles = (str(fdir).encode() + b"/", f"/run/netns/{prefix}-".encode())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() not in ("ssh", "nc", "nsenter"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(n in cmdline for n in needles):
+            found.append(int(entry.name))
+    return found
+
+
+def status(lab: Lab) -> dict[str, Any]:
+    facts = lab.facts("fleet")
+    hosts = [h["name"] for h in facts.get("hosts", [])]
+    if not hosts:
+        return {"healthy": False, "reason": "not started"}
+    down_hosts = [h for h in hosts if not _sshd_listening(lab, h)]
+    server = proc.pid_of(SERVER, lab.dir)
+    repo_ok = server is not None and proc.alive(server) and _listening(server, REPO_PORT)
+    return {
+        "healthy": not down_hosts and repo_ok,
+        "hosts_up": len(hosts) - len(down_hosts),
+        "hosts_down": down_hosts,
+        "driver_repo": repo_ok,
+    }
+
+
+# -- hosts ----------------------------------------------------------------------------------
+def _boot(lab: Lab, name: str, link: netns.Link) -> int:
+    fdir = fleet_dir(lab)
+    argv = [
+        "/usr/bin/nsenter",
+        f"--net=/run/netns/{link.ns}",
+        "--",
+        "/usr/bin/unshare",
+        "--mount",
+        "--uts",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--",
+        "/bin/sh",
+        str(fdir / "boot.sh"),
+        str(fdir / "shared"),
+        str(fdir / "hosts" / name),
+        name,
+        f"{link.ip}/{netns.SUBNET_PREFIX}",
+    ]
+    return _spawn(_pidname(name), argv, lab.dir)
+
+
+def _spawn(name: str, argv: list[str], lab_dir: Path) -> int:
+    """:func:`proc.spawn` (same log and pid files) via posix_spawn: a fleet of 50 starts
+    without forking the Python process 50 times."""
+    (lab_dir / "pids").mkdir(parents=True, exist_ok=True)
+    (lab_dir / "logs").mkdir(parents=True, exist_ok=True)
+    log_file = str(lab_dir / "logs" / f"{name}.log")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    pid = os.posix_spawn(
+        argv[0],
+        argv,
+        dict(os.environ),
+        setsid=True,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, log_file, flags, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+    )
+    (lab_dir / "pids" / f"{name}.pid").write_text(f"{pid}\n")
+    return pid
+
+
+def _init_pid(lab: Lab, name: str) -> int | None:
+    """Root-namespace pid of the host's PID 1 (sshd), the child of its ``unshare``."""
+    pid = proc.pid_of(_pidname(name), lab.dir)
+    if pid is None:
+        return None
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def _listening(pid: int, port: int) -> bool:
+    """Whether the network namespace of ``pid`` has a TCP listener on ``port``."""
+    try:
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    want = f":{port:04X}"
+    return any(
+        parts[1].endswith(want) and parts[3] == "0A"
+        for parts in (line.split() for line in lines)
+        if len(parts) > 3
+    )
+
+
+def _sshd_listening(lab: Lab, name: str) -> bool:
+    pid = _init_pid(lab, name)
+    if pid is None:
+        return False
+    try:  # until boot.sh has exec'd sshd there is nothing to look for
+        if Path(f"/proc/{pid}/comm").read_text().strip() != "sshd":
+            return False
+    except OSError:
+        return False
+    return _listening(pid, 22)
+
+
+def _wait_listening(lab: Lab, names: list[str], timeout: float = 30.0) -> None:
+    pending = set(names)
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        pending = {n for n in pending if not _sshd_listening(lab, n)}
+        for n in pending:
+            pid = proc.pid_of(_pidname(n), lab.dir)
+            if pid is None or not proc.alive(pid):
+                logf = lab.dir / "logs" / f"{_pidname(n)}.log"
+                tail = logf.read_text(errors="replace")[-2000:] if logf.exists() else ""
+                raise OperationFailed(f"lab host {n} exited while starting:\n{tail}")
+        if pending:
+            time.sleep(0.05)
+    if pending:
+        raise OperationFailed(f"lab hosts not listening after {timeout:.0f}s: {sorted(pending)}")
+
+
+def _host(lab: Lab, name: str) -> tuple[dict[str, Any], netns.Link]:
+    facts = lab.facts("fleet")
+    for h in facts.get("hosts", []):
+        if h["name"] == name:
+            return h, netns.host_link(facts["prefix"], int(h["index"]))
+    known = ", ".join(h["name"] for h in facts.get("hosts", [])) or "none (is the fleet up?)"
+    raise InvalidInput(f"no lab host named {name!r}", hint=f"lab hosts: {known}")
+
+
+def hosts(lab: Lab) -> list[GpuHost]:
+    fields = set(GpuHost.__dataclass_fields__)
+    return [
+        GpuHost(**{k: v for k, v in h.items() if k in fields})
+        for h in lab.facts("fleet").get("hosts", [])
+    ]
+
+
+# -- fault injection ------------------------------------------------------------------------
+def stop_sshd(lab: Lab, name: str) -> None:
+    """Stop a host's sshd (its init): connections are refused until :func:`start_sshd`."""
+    _host(lab, name)
+    pid = proc.pid_of(_pidname(name), lab.dir)
+    init = _init_pid(lab, name)
+    if init is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(init, signal.SIGTERM)
+    if pid is not None:
+        proc.wait_for(lambda: not proc.alive(pid), f"stopping lab host {name}", timeout=10)
+    proc.stop(_pidname(name), lab.dir, timeout=2)
+
+
+def start_sshd(lab: Lab, name: str) -> None:
+    """Boot a stopped host again (its /etc and /usr/bin changes are kept, like a disk)."""
+    _, link = _host(lab, name)
+    if _sshd_listening(lab, name):
+        return
+    proc.stop(_pidname(name), lab.dir, timeout=2)
+    _boot(lab, name, link)
+    _wait_listening(lab, [name])
+
+
+def restart(lab: Lab, name: str) -> None:
+    """Reboot a host: what a real reboot does to nouveau and loaded modules happens here."""
+    stop_sshd(lab, name)
+    start_sshd(lab, name)
+
+
+def disconnect(lab: Lab, name: str) -> None:
+    """Take the host's link down: packets are dropped, so connections hang and time out."""
+    _, link = _host(lab, name)
+    netns.set_link(lab.facts("fleet")["prefix"], link, up=False)
+
+
+def reconnect(lab: Lab, name: str) -> None:
+    _, link = _host(lab, name)
+    netns.set_link(lab.facts("fleet")["prefix"], link, up=True)
+
+
+def host_path(lab: Lab, name: str, path: str) -> Path:
+    """``path`` as the running host sees it (through its overlays), for the lab's own use."""
+    _host(lab, name)
+    init = _init_pid(lab, name)
+    if init is None:
+        # a stopped host: its upper dirs are not mounted and may be edited directly
+        rel = Path(path).relative_to("/etc")
+        return fleet_dir(lab) / "hosts" / name / "etc" / rel
+    return Path(f"/proc/{init}/root") / path.lstrip("/")
+
+
+def gpu_state(lab: Lab, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(host_path(lab, name, "/etc/nvidia-lab/gpus.json").read_text())
+    return data
+
+
+def set_gpu_state(
+    lab: Lab,
+    name: str,
+    *,
+    driver: str | bool | None = False,
+    nouveau: bool | None = None,
+    kernel_headers: bool | None = None,
+) -> None:
+    """Put a host into a state for a test: ``driver=None`` uninstalls (False: unchanged),
+    ``nouveau=True`` loads nouveau, ``kernel_headers=False`` removes kernel-devel."""
+    state = gpu_state(lab, name)
+    if driver is not False:
+        state["driver"] = driver or None
+    if kernel_headers is not None:
+        state["kernel_headers"] = kernel_headers
+    _write(host_path(lab, name, "/etc/nvidia-lab/gpus.json"), json.dumps(state, indent=1))
+    modules_file = host_path(lab, name, "/etc/nvidia-lab/loaded-modules")
+    modules = modules_file.read_text().split() if modules_file.exists() else []
+    if driver is not False or nouveau is not None:
+        load_nouveau = nouveau if nouveau is not None else "nouveau" in modules
+        _write(modules_file, gpus.loaded_modules(state["driver"], nouveau=load_nouveau))
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def ssh(lab: Lab, name: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` on a lab host with the generated ssh_config (tests, diagnostics)."""
+    _host(lab, name)
+    cfg = lab.facts("fleet")["ssh_config"]
+    return subprocess.run(
+        ["ssh", "-F", cfg, name, command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
