@@ -25,13 +25,13 @@ lint-python:
 	cd python && ../$(VENV)/bin/mypy
 
 lint-groovy:
-	npx --no-install npm-groovy-lint --failon error --noserver --output txt vars src tests/groovy
+	scripts/groovy-lint.sh
 
 test-python:
 	$(VENV)/bin/pytest
 
 test-groovy:
-	gradle --offline --console=plain -q test || gradle --console=plain test
+	gradle --console=plain test
 
 wheelhouse:
 	scripts/wheelhouse.sh wheelhouse

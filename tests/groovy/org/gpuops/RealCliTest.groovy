@@ -1,0 +1,125 @@
+package org.gpuops
+
+import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertTrue
+
+import java.util.concurrent.TimeUnit
+import org.junit.Before
+import org.junit.Rule
+import org.junit.Test
+import org.junit.rules.TemporaryFolder
+
+/**
+ * The steps against the real gpuops CLI of this repository: a real workspace directory and `sh`
+ * as a real /bin/sh process with the step's environment. Shows that both halves agree on the
+ * contract: the version check, parameter names, error documents, exit codes, credentials as
+ * environment. Needs the CLI: system property gpuops.cli (build.gradle: env GPUOPS_CLI, else
+ * .venv/bin/gpuops); without it these tests fail: a skipped test is not a passed one.
+ */
+class RealCliTest extends GpuOpsPipelineTest {
+
+    static final String UNREACHABLE_KUBECONFIG = '''\
+apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: ci, user: {token: not-a-real-token}}]
+contexts: [{name: lab, context: {cluster: lab, user: ci}}]
+current-context: lab
+'''
+
+    protected final TemporaryFolder workspace = new TemporaryFolder()
+
+    @Rule
+    TemporaryFolder getWorkspaceRule() {
+        return workspace
+    }
+
+    @Before
+    void useRealAgent() {
+        String cli = System.getProperty('gpuops.cli')
+        assertTrue("no gpuops CLI at '${cli}': run the README's set-up (make test installs it)",
+                   cli && new File(cli).canExecute())
+        env.WORKSPACE = workspace.root.absolutePath
+        env.GPUOPS_CLI = cli
+    }
+
+    @Test
+    void anUnreachableClusterFailsTheStepWithTheCliMessage() {
+        credentialStore.kube = [content: UNREACHABLE_KUBECONFIG]
+
+        String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 2, kubeconfigCredentialsId: 'kube'])
+
+        assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*127\.0\.0\.1:1[^\n]* \(unreachable\)\nHint: .+/)
+        assertEquals([0, 4], shCalls*.status)
+        assertNoCallCarries('not-a-real-token')
+    }
+
+    @Test
+    void theCliRejectsBadValuesAsInvalidInput() {
+        credentialStore.kube = [content: UNREACHABLE_KUBECONFIG]
+
+        String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 0, kubeconfigCredentialsId: 'kube'])
+
+        assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*gpus-per-pod[^\n]* \(invalid-input\)(\n.*)?/)
+        assertEquals([0, 2], shCalls*.status)
+    }
+
+    @Test
+    void theCliRejectsParameterNamesItDoesNotKnow() {
+        String message = runStepExpectingError('gpuopsExec', [
+            stepName: 'checkGpuHeadroom', command: ['headroom', 'check'], params: [gpus_per_pod: 1, gpu_count: 1]])
+
+        assertTrue(message, message.startsWith('[checkGpuHeadroom] unknown parameter(s) gpu_count'))
+        assertTrue(message, message.contains('(invalid-input)'))
+    }
+
+    @Test
+    void aMissingCliIsReportedWithHowToInstallIt() {
+        env.GPUOPS_CLI = "${workspace.root}/no-such-dir/gpuops".toString()
+
+        String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 1])
+
+        assertTrue(message,
+            message.startsWith("[checkGpuHeadroom] the gpuops CLI was not found at '${env.GPUOPS_CLI}'"))
+        assertTrue(message, message.contains("pip install gpuops==${LIBRARY_VERSION}"))
+    }
+
+    // ---- a real agent ---------------------------------------------------------------
+
+    @Override
+    protected void writeWorkspaceFile(String path, String text) {
+        File file = new File(path)
+        file.parentFile.mkdirs()
+        file.text = text
+    }
+
+    @Override
+    protected String readWorkspaceFile(String path) {
+        File file = new File(path)
+        if (!file.isFile()) {
+            throw new FileNotFoundException(path)
+        }
+        return file.text
+    }
+
+    @Override
+    protected boolean workspaceFileExists(String path) {
+        return new File(path).exists()
+    }
+
+    @Override
+    protected int runShell(Map call) {
+        ProcessBuilder builder = new ProcessBuilder(['/bin/sh', '-c', call.script])
+            .directory(workspace.root)
+            .redirectErrorStream(true)
+        Map<String, String> environment = builder.environment()
+        environment.keySet().removeAll { it.startsWith('GPUOPS_') || it == 'KUBECONFIG' }
+        environment.putAll(call.env)
+        Process process = builder.start()
+        call.output = process.inputStream.text
+        assertTrue("sh did not finish: ${call.script}", process.waitFor(120, TimeUnit.SECONDS))
+        call.status = process.exitValue()
+        return call.status
+    }
+
+}

@@ -1,0 +1,150 @@
+import groovy.transform.Field
+import org.gpuops.CliContract
+import org.gpuops.EnvBindings
+import org.gpuops.Shell
+import org.gpuops.StepConfig
+
+// gpuopsExec: the one way every gpu-ops step runs the gpuops CLI (see gpuopsExec.txt).
+// Parameters travel as a JSON file, secrets only as environment variables; the shell
+// script holds nothing but the CLI location and the command words.
+@Field final Map DEFAULTS = [
+    stepName       : null,  // required: the calling step, used in every error: '[stepName] ...'
+    command        : null,  // required: CLI words, e.g. ['headroom', 'check']
+    params         : [:],   // JSON object for GPUOPS_PARAMS_FILE, keys as the CLI's option names
+    credentials    : [],    // credential bindings, e.g. [type: 'string', id: 'x', variable: 'X']
+    environment    : [:],   // plain, non-secret environment variables, e.g. [GPUOPS_WEBHOOK_URL: url]
+    cli            : null,  // CLI location; unset: env GPUOPS_CLI, else 'gpuops' on PATH
+    allowCategories: [],    // error categories to return as [ok: false, ...] instead of failing
+]
+
+@Field final Map TYPES = [
+    stepName: 'string', command: 'list<string>', params: 'map', credentials: 'list<map>',
+    environment: 'map', cli: 'string', allowCategories: 'list<string>',
+]
+
+@Field final List REQUIRED = ['stepName', 'command']
+
+Object call(Map config = [:]) {
+    String stepName = config?.stepName ?: 'gpuopsExec'
+    Map cfg
+    String script
+    List credentials
+    List environment
+    try {
+        cfg = StepConfig.resolve(DEFAULTS, TYPES, REQUIRED, config)
+        CliContract.checkStepName(cfg.stepName)
+        CliContract.checkCategories(cfg.allowCategories)
+        cfg.cli = cfg.cli ?: (env.GPUOPS_CLI ?: 'gpuops')
+        script = Shell.commandScript(cfg.cli, cfg.command)
+        credentials = EnvBindings.credentials(cfg.credentials)
+        environment = EnvBindings.environment(cfg.environment)
+    } catch (IllegalArgumentException e) {
+        error("[${stepName}] gpuopsExec: ${e.message} (invalid-input)")
+    }
+    if (!env.WORKSPACE) {
+        error("[${stepName}] must run on an agent, inside node { ... } (env.WORKSPACE is not set)")
+    }
+    Map files = CliContract.callFiles("${env.WORKSPACE}/.gpuops", stepName)
+    // writeFile also creates ${WORKSPACE}/.gpuops/, where the version check writes.
+    writeFile(file: files.params, text: CliContract.paramsJson(cfg.params))
+    verifyCli(stepName, cfg.cli, files.version)
+    int status = 0
+    List callEnv = ["GPUOPS_PARAMS_FILE=${files.params}", "GPUOPS_RESULT_FILE=${files.result}",
+                    "GPUOPS_ERROR_FILE=${files.error}"] + environment
+    withEnv(callEnv) {
+        withCredentialBindings(credentials) {
+            status = sh(script: script, returnStatus: true)
+        }
+    }
+    return outcome(stepName, cfg.allowCategories, status, files)
+}
+
+// Fails unless the CLI is there and reports exactly this library's version.
+void verifyCli(String stepName, String cli, String versionFile) {
+    String wanted = libraryResource('org/gpuops/VERSION').trim()
+    int status = 0
+    withEnv(["GPUOPS_VERSION_FILE=${versionFile}"]) {
+        status = sh(script: Shell.versionScript(cli), returnStatus: true)
+    }
+    String found = null
+    String problem = null
+    if (status == 126 || status == 127) {
+        problem = "the gpuops CLI was not found at '${cli}' (exit ${status})"
+    } else if (status != 0) {
+        problem = "the gpuops CLI at '${cli}' failed to report its version (exit ${status})"
+    } else {
+        try {
+            found = CliContract.versionOf(readFile(versionFile))
+        } catch (IllegalArgumentException e) {
+            problem = "the gpuops CLI at '${cli}' did not report a usable version: ${e.message}"
+        }
+    }
+    if (problem == null && found != wanted) {
+        problem = "the gpuops CLI at '${cli}' is version ${found}, but this library needs exactly ${wanted}"
+    }
+    if (problem != null) {
+        error(CliContract.errorText(stepName,
+            [message: problem, category: CliContract.SETUP_CATEGORY, hint: CliContract.installHint(wanted)]))
+    }
+}
+
+// Runs body with the credentials bound to environment variables (withCredentials).
+void withCredentialBindings(List credentials, Closure body) {
+    if (credentials.isEmpty()) {
+        body()
+        return
+    }
+    List bindings = []
+    for (Map spec in credentials) {
+        bindings.add(credentialBinding(spec))
+    }
+    withCredentials(bindings) {
+        body()
+    }
+}
+
+Object credentialBinding(Map spec) {
+    Map args = EnvBindings.bindingArguments(spec)
+    switch (spec.type) {
+        case 'usernamePassword':
+            return usernamePassword(args)
+        case 'string':
+            return string(args)
+        case 'file':
+            return file(args)
+        default:
+            return sshUserPrivateKey(args)
+    }
+}
+
+// Reads the result (status 0) or the error document and turns it into the step's outcome.
+Object outcome(String stepName, List allowCategories, int status, Map files) {
+    if (status == 0) {
+        Map result = readDocument(stepName, files.result, 'result', true)?.result ?: [:]
+        return allowCategories ? [ok: true, result: result, error: null] : result
+    }
+    Map document = readDocument(stepName, files.error, 'error', false)
+    Map failure = CliContract.errorOf(document, status)
+    if (allowCategories.contains(failure.category)) {
+        Map result = CliContract.refusalResult(document) ?:
+            readDocument(stepName, files.result, 'result', false)?.result ?: [:]
+        return [ok: false, result: result, error: failure]
+    }
+    error(CliContract.errorText(stepName, failure))
+}
+
+// The parsed document at path; null when the file is absent and not required.
+@SuppressWarnings('ReturnsNullInsteadOfEmptyCollection')
+Map readDocument(String stepName, String path, String what, boolean required) {
+    if (!fileExists(path)) {
+        if (required) {
+            error("[${stepName}] gpuops exited 0 but wrote no ${what} file ${path} (internal)")
+        }
+        return null
+    }
+    try {
+        return CliContract.document(readFile(path), "the gpuops ${what} file ${path}")
+    } catch (IllegalArgumentException e) {
+        error("[${stepName}] ${e.message} (internal)")
+    }
+}
