@@ -104,9 +104,10 @@ def cli(
 
 
 def _register_commands() -> None:
-    from gpuops.cli import lab  # noqa: PLC0415 - keeps start-up import cost per command
+    from gpuops.cli import headroom, lab  # noqa: PLC0415 - keeps start-up import cost per command
 
     cli.add_command(lab.lab)
+    cli.add_command(headroom.headroom)
 
 
 def _emit(runtime: Runtime, outcome: Outcome) -> None:

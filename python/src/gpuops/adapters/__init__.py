@@ -1,0 +1,1 @@
+"""Wrappers around third-party clients; they raise only gpuops.errors exceptions."""

@@ -1,0 +1,361 @@
+"""The Kubernetes API as the headroom logic needs it: fast LISTs, quotas, one workload.
+
+Uses the official client for kubeconfig / in-cluster credentials and its HTTP layer, but not
+its generated API classes or models: requests go out as plain paths with ``limit`` paging and
+field selectors, and the JSON comes back undecoded (the ``_preload_content=False`` path),
+to be picked apart by :mod:`gpuops.adapters.kubedecode`. Every client or transport exception
+becomes a :mod:`gpuops.errors` exception naming the server or object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import logging
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+from gpuops.adapters.kubedecode import (
+    label_selector,
+    node_from_api,
+    pod_from_api,
+    scheduled_condition,
+)
+from gpuops.core.headroom import QuotaLimit
+from gpuops.core.kubeinput import dns_label, dns_subdomain
+from gpuops.core.kubemodel import Node, Pod, resource_amount
+from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed, Unreachable
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Objects per LIST page: big enough to keep round trips few, small enough to stream.
+PAGE_SIZE = int(os.environ.get("GPUOPS_KUBE_PAGE_SIZE", "500"))
+#: Pods that hold resources on a node: bound and not terminal.
+BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
+_CONNECT_TIMEOUT_S = 5.0
+_READ_TIMEOUT_S = 60.0
+
+
+@dataclass
+class PodObject:
+    """A pod for ``explain``: the model plus its scheduling condition."""
+
+    pod: Pod
+    scheduled_reason: str
+    scheduled_message: str
+
+
+class KubeClient:
+    """A thin client bound to one API server."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+        self.server: str = api_client.configuration.host
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
+        """Load credentials from ``kubeconfig`` (else $KUBECONFIG, ~/.kube/config, in-cluster)."""
+        import urllib3  # noqa: PLC0415 - the client is heavy; import only when used
+        from kubernetes.client import ApiClient, Configuration  # noqa: PLC0415
+
+        kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
+
+        cfg = Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
+        in_cluster = (
+            not kubeconfig
+            and not os.environ.get("KUBECONFIG")
+            and not Path(path).exists()
+            and "KUBERNETES_SERVICE_HOST" in os.environ
+        )
+        try:
+            if in_cluster:
+                kconfig.load_incluster_config(client_configuration=cfg)
+            else:
+                if kubeconfig and not Path(kubeconfig).is_file():
+                    raise InvalidInput(
+                        f"kubeconfig {kubeconfig} does not exist",
+                        hint="pass --kubeconfig PATH or set KUBECONFIG",
+                    )
+                kconfig.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=cfg,
+                    persist_config=False,
+                )
+        except kconfig.ConfigException as exc:
+            source = "in-cluster service account" if in_cluster else f"kubeconfig {path}"
+            raise InvalidInput(
+                f"cannot load {source}: {exc}",
+                hint="pass --kubeconfig PATH or set KUBECONFIG to a valid kubeconfig",
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(f"cannot read kubeconfig {path}: {exc}") from None
+        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
+        return cls(ApiClient(cfg))
+
+    def close(self) -> None:
+        self._api.close()
+
+    # -- HTTP -----------------------------------------------------------------------------
+    def _get(self, path: str, query: Mapping[str, Any] | None = None, *, what: str) -> Any:
+        """GET ``path`` and return the decoded JSON; errors name ``what`` and the server."""
+        return self._parse(self._get_raw(path, query, what=what), what)
+
+    def _parse(self, data: bytes, what: str) -> Any:
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            raise OperationFailed(
+                f"the Kubernetes API at {self.server} sent invalid JSON for {what}"
+            ) from None
+
+    def _get_raw(self, path: str, query: Mapping[str, Any] | None = None, *, what: str) -> bytes:
+        """GET ``path``; the body, undecoded. Errors name ``what`` and the server."""
+        import urllib3  # noqa: PLC0415
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+        url = path + ("?" + urlencode(query) if query else "")
+        try:
+            method, full, headers, body, post = self._api.param_serialize(
+                "GET", url, header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(
+                method, full, headers, body, post,
+                _request_timeout=(_CONNECT_TIMEOUT_S, _READ_TIMEOUT_S),
+            )
+            data: bytes = resp.read()
+            status: int = resp.status
+        except ApiException as exc:  # TLS failures surface as status 0
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.server}: {exc.reason}",
+                hint="check the kubeconfig's server and certificate authority",
+            ) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.server} ({what}): "
+                f"{type(exc).__name__}",
+                hint="is the cluster up? check the kubeconfig's server address",
+            ) from None
+        if status == 404:
+            raise _NotFoundError(what)
+        if status == 410:
+            raise _ExpiredError(what)
+        if status in (401, 403):
+            raise OperationFailed(
+                f"the Kubernetes API at {self.server} refused {what}: HTTP {status} "
+                f"{_status_message(data)}",
+                hint="check the kubeconfig's credentials and RBAC (needs get/list on nodes, "
+                "pods, resourcequotas, namespaces, deployments, jobs)",
+            )
+        if status >= 500:
+            raise Unreachable(
+                f"the Kubernetes API at {self.server} failed {what}: HTTP {status} "
+                f"{_status_message(data)}"
+            )
+        if not 200 <= status < 300:
+            raise OperationFailed(
+                f"the Kubernetes API at {self.server} answered {what} with HTTP {status}: "
+                f"{_status_message(data)}"
+            )
+        return data
+
+    def _pages(self, path: str, what: str, query: Mapping[str, str]) -> Generator[bytes]:
+        """Raw pages of a LIST. A thread fetches page n+1 (its ``continue`` token is read from
+        the head of page n without parsing it) while the caller decodes page n."""
+        pages: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=2)
+        stop = threading.Event()
+
+        def fetch() -> None:
+            token = ""
+            try:
+                while not stop.is_set():
+                    q = {**query, "limit": str(PAGE_SIZE)}
+                    if token:
+                        q["continue"] = token
+                    raw = self._get_raw(path, q, what=what)
+                    pages.put(raw)
+                    token = _continue_token(raw)
+                    if not token:
+                        break
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                pages.put(exc)
+            pages.put(None)
+
+        worker = threading.Thread(target=fetch, name=f"gpuops-list-{what}", daemon=True)
+        worker.start()
+        try:
+            while (item := pages.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                with contextlib.suppress(queue.Empty):
+                    pages.get_nowait()
+                worker.join(0.05)
+
+    def _list(self, path: str, what: str, decode: Callable[[Mapping[str, Any]], T],
+              **query: str) -> list[T]:
+        """Every item of a paged LIST, decoded page by page; an expired list starts over once.
+
+        The cyclic garbage collector is paused meanwhile: decoding makes millions of short-lived
+        containers and no cycles, and the collector's passes would cost more than the parse.
+        """
+        for attempt in (1, 2):
+            out: list[T] = []
+            try:
+                with _gc_paused(), contextlib.closing(self._pages(path, what, query)) as pages:
+                    for raw in pages:
+                        doc = self._parse(raw, what)
+                        if (doc.get("metadata") or {}).get("continue", "") != _continue_token(raw):
+                            raise OperationFailed(  # never a verdict from a partial list
+                                f"cannot page {what} on {self.server}: unexpected list layout"
+                            )
+                        out.extend(decode(o) for o in doc.get("items") or ())
+            except _ExpiredError:
+                if attempt == 2:
+                    raise OperationFailed(
+                        f"{what} on {self.server}: the list kept expiring while paging",
+                        hint="retry; lower GPUOPS_KUBE_PAGE_SIZE if it persists",
+                    ) from None
+                log.info("list of %s expired while paging; starting over", what)
+            else:
+                return out
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- queries --------------------------------------------------------------------------
+    def list_nodes(self) -> list[Node]:
+        return self._list("/api/v1/nodes", "list nodes", node_from_api)
+
+    def list_bound_pods(self) -> list[Pod]:
+        """Non-terminal pods bound to a node, in all namespaces."""
+        return self._list("/api/v1/pods", "list pods", pod_from_api, fieldSelector=BOUND_PODS)
+
+    def ensure_namespace(self, namespace: str) -> None:
+        dns_label(namespace, "namespace")
+        try:
+            self._get(f"/api/v1/namespaces/{namespace}", what=f"get namespace {namespace}")
+        except _NotFoundError:
+            raise InvalidInput(
+                f"namespace {namespace!r} does not exist on {self.server}",
+                hint="check --namespace (kubectl get namespaces)",
+            ) from None
+
+    def quota_limits(self, namespace: str, resource: str) -> list[QuotaLimit]:
+        """``requests.<resource>`` and ``pods`` limits of the namespace's ResourceQuotas."""
+        dns_label(namespace, "namespace")
+        doc = self._get(
+            f"/api/v1/namespaces/{namespace}/resourcequotas",
+            what=f"list resourcequotas in {namespace}",
+        )
+        out = []
+        for q in doc.get("items") or ():
+            name = (q.get("metadata") or {}).get("name", "")
+            hard = (q.get("status") or {}).get("hard") or (q.get("spec") or {}).get("hard") or {}
+            used = (q.get("status") or {}).get("used") or {}
+            for key in (f"requests.{resource}", "pods"):
+                if key in hard:
+                    try:
+                        out.append(
+                            QuotaLimit(
+                                name, key, resource_amount(key, hard[key]),
+                                resource_amount(key, used.get(key, "0")),
+                            )
+                        )
+                    except (TypeError, ValueError):
+                        raise OperationFailed(
+                            f"ResourceQuota {namespace}/{name}: cannot read {key}"
+                        ) from None
+        return out
+
+    def read_pod(self, namespace: str, name: str) -> PodObject:
+        dns_label(namespace, "namespace")
+        dns_subdomain(name, "pod name")
+        try:
+            obj = self._get(
+                f"/api/v1/namespaces/{namespace}/pods/{quote(name)}",
+                what=f"get pod {namespace}/{name}",
+            )
+        except _NotFoundError:
+            self.ensure_namespace(namespace)
+            raise InvalidInput(f"pod {name!r} not found in namespace {namespace!r}") from None
+        return _pod_object(obj)
+
+    def workload_pods(self, namespace: str, kind: str, name: str) -> list[PodObject]:
+        """The pods a Deployment or Job selects (all phases), oldest first."""
+        dns_label(namespace, "namespace")
+        dns_subdomain(name, f"{kind} name")
+        group = "apps/v1" if kind == "deployment" else "batch/v1"
+        try:
+            obj = self._get(
+                f"/apis/{group}/namespaces/{namespace}/{WORKLOAD_KINDS[kind]}/{quote(name)}",
+                what=f"get {kind} {namespace}/{name}",
+            )
+        except _NotFoundError:
+            self.ensure_namespace(namespace)
+            raise InvalidInput(f"{kind} {name!r} not found in namespace {namespace!r}") from None
+        selector = label_selector((obj.get("spec") or {}).get("selector"))
+        if not selector:
+            raise OperationFailed(f"{kind} {namespace}/{name} has no pod selector")
+        items = self._list(
+            f"/api/v1/namespaces/{namespace}/pods",
+            f"list pods of {kind} {name}",
+            lambda o: (str((o.get("metadata") or {}).get("creationTimestamp")), _pod_object(o)),
+            labelSelector=selector,
+        )
+        return [obj for _, obj in sorted(items, key=lambda item: item[0])]
+
+
+class _NotFoundError(GpuOpsError):
+    """Internal: a 404 the caller turns into an error naming its input."""
+
+
+class _ExpiredError(GpuOpsError):
+    """Internal: 410 Gone, a paged list's continue token expired."""
+
+
+_CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
+
+
+def _continue_token(raw: bytes) -> str:
+    """The ``metadata.continue`` of a raw list page, read from its head (the API server writes
+    metadata before items); the consumer double-checks it against the parsed page."""
+    end = raw.find(b'"items":')
+    m = _CONTINUE.search(raw, 0, end if end >= 0 else len(raw))
+    return m.group(1).decode() if m else ""
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _pod_object(obj: Mapping[str, Any]) -> PodObject:
+    reason, message = scheduled_condition(obj)
+    return PodObject(pod_from_api(obj, with_placement=True), reason, message)
+
+
+def _status_message(data: bytes) -> str:
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return str(doc.get("message", "")) if isinstance(doc, dict) else ""

@@ -1,0 +1,1 @@
+"""Typed logic of gpuops: pure functions over small models; never imports click."""
