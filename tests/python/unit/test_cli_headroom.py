@@ -34,8 +34,9 @@ def _kubeconfig(path: Path, server: str) -> Path:
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": server,
-                                                       "insecure-skip-tls-verify": True}}],
+                "clusters": [
+                    {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+                ],
                 "users": [{"name": "u", "user": {"token": "t0ken-for-tests"}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "x",
@@ -52,8 +53,14 @@ def dead_kubeconfig(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
-                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT"):
+    for var in (
+        "KUBECONFIG",
+        "GPUOPS_PARAMS_FILE",
+        "GPUOPS_RESULT_FILE",
+        "GPUOPS_ERROR_FILE",
+        "GPUOPS_WEBHOOK_URL",
+        "GPUOPS_OUTPUT",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -73,7 +80,7 @@ def _error(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
         (["--gpus-per-pod", "1", "--node-selector", "accelerator"], "is not key=value"),
         (["--gpus-per-pod", "1", "--node-selector", "a=b c"], "not a valid label value"),
         (["--gpus-per-pod", "1", "--tolerations", "gpu=x:Always"], "effect 'Always'"),
-        (["--gpus-per-pod", "1", "--tolerations", "[{\"key\": 1"], "not valid JSON"),
+        (["--gpus-per-pod", "1", "--tolerations", '[{"key": 1'], "not valid JSON"),
         (["--gpus-per-pod", "1", "--node-affinity", "zone=a"], "must be JSON"),
         (["--gpus-per-pod", "1", "-n", "Bad_NS"], "namespace 'Bad_NS'"),
         (["--gpus-per-pod", "1", "--resource", "nvidia.com/"], "resource 'nvidia.com/'"),
@@ -86,8 +93,9 @@ def _error(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 def test_check_rejects_bad_input(
     args: list[str], named: str, dead_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run(["--output", "json", "headroom", "check", "--kubeconfig", str(dead_kubeconfig),
-                *args])
+    code = run(
+        ["--output", "json", "headroom", "check", "--kubeconfig", str(dead_kubeconfig), *args]
+    )
     assert code == 2  # never reaches the (dead) cluster: that would be 4
     err = _error(capsys)["error"]
     assert err["category"] == "invalid-input"
@@ -99,13 +107,18 @@ def test_params_file_values_are_validated_like_flags(
 ) -> None:
     params = tmp_path / "params.json"
     error_file = tmp_path / "error.json"
-    params.write_text(json.dumps({
-        "gpus_per_pod": 2, "pods": 3, "node_selector": {"accelerator": "nvidia-h800"},
-        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "Sometimes"}],
-        "kubeconfig": str(dead_kubeconfig),
-    }))
-    code = run(["--params-file", str(params), "--error-file", str(error_file),
-                "headroom", "check"])
+    params.write_text(
+        json.dumps(
+            {
+                "gpus_per_pod": 2,
+                "pods": 3,
+                "node_selector": {"accelerator": "nvidia-h800"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "Sometimes"}],
+                "kubeconfig": str(dead_kubeconfig),
+            }
+        )
+    )
+    code = run(["--params-file", str(params), "--error-file", str(error_file), "headroom", "check"])
     assert code == 2
     doc = json.loads(error_file.read_text())
     assert doc["command"] == "headroom check"
@@ -120,14 +133,22 @@ def test_params_file_dict_and_list_values_reach_the_cluster_call(
 ) -> None:
     """JSON objects and lists from the params file parse; then the dead cluster says 4."""
     params = tmp_path / "params.json"
-    params.write_text(json.dumps({
-        "gpus_per_pod": 2, "pods": 3, "node_selector": {"accelerator": "nvidia-h800"},
-        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "reserve_per_class": {"nvidia-h800": 2}, "reserve": 1,
-        "node_affinity": [{"matchExpressions": [
-            {"key": "zone", "operator": "In", "values": ["a"]}]}],
-        "kubeconfig": str(dead_kubeconfig),
-    }))
+    params.write_text(
+        json.dumps(
+            {
+                "gpus_per_pod": 2,
+                "pods": 3,
+                "node_selector": {"accelerator": "nvidia-h800"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "reserve_per_class": {"nvidia-h800": 2},
+                "reserve": 1,
+                "node_affinity": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ],
+                "kubeconfig": str(dead_kubeconfig),
+            }
+        )
+    )
     assert run(["--output", "json", "--params-file", str(params), "headroom", "check"]) == 4
 
 
@@ -135,15 +156,36 @@ def test_unreachable_cluster_is_exit_4_naming_the_server(
     dead_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server = json.loads(dead_kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    code = run(["--output", "json", "headroom", "check", "--gpus-per-pod", "1",
-                "--kubeconfig", str(dead_kubeconfig)])
+    code = run(
+        [
+            "--output",
+            "json",
+            "headroom",
+            "check",
+            "--gpus-per-pod",
+            "1",
+            "--kubeconfig",
+            str(dead_kubeconfig),
+        ]
+    )
     assert code == 4
     err = _error(capsys)["error"]
     assert err["category"] == "unreachable"
     assert server in err["message"]
     assert "t0ken-for-tests" not in json.dumps(err)
-    code = run(["--output", "json", "headroom", "explain", "pod/train-0", "-n", "ml",
-                "--kubeconfig", str(dead_kubeconfig)])
+    code = run(
+        [
+            "--output",
+            "json",
+            "headroom",
+            "explain",
+            "pod/train-0",
+            "-n",
+            "ml",
+            "--kubeconfig",
+            str(dead_kubeconfig),
+        ]
+    )
     assert code == 4
     assert server in _error(capsys)["error"]["message"]
 
@@ -151,8 +193,10 @@ def test_unreachable_cluster_is_exit_4_naming_the_server(
 def test_kubeconfig_problems_are_input_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(["headroom", "check", "--gpus-per-pod", "1",
-                "--kubeconfig", str(tmp_path / "missing")]) == 2
+    assert (
+        run(["headroom", "check", "--gpus-per-pod", "1", "--kubeconfig", str(tmp_path / "missing")])
+        == 2
+    )
     assert "does not exist" in capsys.readouterr().err
     broken = tmp_path / "broken"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
@@ -164,8 +208,20 @@ def test_malformed_webhook_url_is_an_input_error_without_echoing_it(
     dead_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("ONCALL_HOOK", "ftp://hooks.example/s3cr3t-path")
-    code = run(["--output", "json", "headroom", "check", "--gpus-per-pod", "1",
-                "--kubeconfig", str(dead_kubeconfig), "--webhook-url-env", "ONCALL_HOOK"])
+    code = run(
+        [
+            "--output",
+            "json",
+            "headroom",
+            "check",
+            "--gpus-per-pod",
+            "1",
+            "--kubeconfig",
+            str(dead_kubeconfig),
+            "--webhook-url-env",
+            "ONCALL_HOOK",
+        ]
+    )
     assert code == 2
     err = _error(capsys)["error"]
     assert "$ONCALL_HOOK" in err["message"]
@@ -174,14 +230,19 @@ def test_malformed_webhook_url_is_an_input_error_without_echoing_it(
 
 @pytest.mark.parametrize(
     ("target", "named"),
-    [("cronjob/nightly", "kind 'cronjob'"), ("pod/Train_0", "pod name 'Train_0'"),
-     ("deployment/", "deployment name ''"), ("job/" + "x" * 254, "job name")],
+    [
+        ("cronjob/nightly", "kind 'cronjob'"),
+        ("pod/Train_0", "pod name 'Train_0'"),
+        ("deployment/", "deployment name ''"),
+        ("job/" + "x" * 254, "job name"),
+    ],
 )
 def test_explain_rejects_bad_targets(
     target: str, named: str, dead_kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run(["--output", "json", "headroom", "explain", target,
-                "--kubeconfig", str(dead_kubeconfig)])
+    code = run(
+        ["--output", "json", "headroom", "explain", target, "--kubeconfig", str(dead_kubeconfig)]
+    )
     assert code == 2
     assert named in _error(capsys)["error"]["message"]
 
@@ -193,8 +254,9 @@ class _Hook(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        _Hook.received.append({"path": self.path, "type": self.headers["Content-Type"],
-                               "json": json.loads(body)})
+        _Hook.received.append(
+            {"path": self.path, "type": self.headers["Content-Type"], "json": json.loads(body)}
+        )
         self.send_response(_Hook.status)
         self.end_headers()
 
@@ -220,8 +282,13 @@ def test_webhook_posts_json_and_never_logs_the_url(
     monkeypatch.setenv("ONCALL_HOOK", hook_server)
     caplog.set_level(logging.DEBUG, logger="gpuops")
     assert webhook.post("ONCALL_HOOK", {"text": "short of GPUs"}) == "sent (HTTP 200)"
-    assert _Hook.received == [{"path": "/hooks/s3cr3t-token", "type": "application/json",
-                               "json": {"text": "short of GPUs"}}]
+    assert _Hook.received == [
+        {
+            "path": "/hooks/s3cr3t-token",
+            "type": "application/json",
+            "json": {"text": "short of GPUs"},
+        }
+    ]
     _Hook.status = 500
     assert webhook.post("ONCALL_HOOK", {"text": "again"}) == "failed: HTTP 500"
     assert "s3cr3t" not in caplog.text and "ONCALL_HOOK" in caplog.text

@@ -215,8 +215,12 @@ def test_selector_and_affinity_operators() -> None:
     assert fits(affinity=term(Requirement("gpu.memory", "Gt", ("40000",))))
     assert not fits(affinity=term(Requirement("gpu.memory", "Lt", ("40000",))))
     assert not fits(affinity=term(Requirement("accelerator", "Gt", ("1",))))  # not a number
-    assert fits(affinity=(NodeSelectorTerm((Requirement("zone", "In", ("a",)),)),
-                          *term(Requirement("zone", "In", ("b",)))))  # terms are ORed
+    assert fits(
+        affinity=(
+            NodeSelectorTerm((Requirement("zone", "In", ("a",)),)),
+            *term(Requirement("zone", "In", ("b",))),
+        )
+    )  # terms are ORed
     assert not fits(affinity=())  # required affinity without terms matches nothing
     assert not fits(affinity=(NodeSelectorTerm(),))
     assert fits(affinity=(NodeSelectorTerm(fields=(Requirement("metadata.name", "In", ("a",)),)),))
@@ -267,8 +271,9 @@ def eight_nodes() -> tuple[list[Node], list[Pod]]:
 
 def test_explain_matches_scheduler_message_format() -> None:
     nodes, used = eight_nodes()
-    want = Pod("train", "job-0", requests={GPU: 2},
-               placement=Placement({"accelerator": "nvidia-h800"}))
+    want = Pod(
+        "train", "job-0", requests={GPU: 2}, placement=Placement({"accelerator": "nvidia-h800"})
+    )
     r = ex.explain(want, nodes, used)
     assert r.scheduler_message == (
         "0/8 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
@@ -279,11 +284,14 @@ def test_explain_matches_scheduler_message_format() -> None:
         "(accelerator=nvidia-h800), 7 Insufficient nvidia.com/gpu (most free: 1, need 2)"
     )
     assert "relax the node selector/affinity: class nvidia-a100-80g would fit it now on a100-0" in (
-        r.fixes)
+        r.fixes
+    )
     held = next(f for f in r.fixes if "held by" in f)
-    assert held.startswith("nvidia.com/gpu on the matching nodes is held by infer/ReplicaSet/x "
-                           "(49 in 7 pod(s)); pods: infer/infer-0 (7 on h800-0, ReplicaSet/x), "
-                           "infer/infer-1 (7 on h800-1")
+    assert held.startswith(
+        "nvidia.com/gpu on the matching nodes is held by infer/ReplicaSet/x "
+        "(49 in 7 pod(s)); pods: infer/infer-0 (7 on h800-0, ReplicaSet/x), "
+        "infer/infer-1 (7 on h800-1"
+    )
     assert r.agrees_with(
         "0/8 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
         "7 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 1 Preemption is "
@@ -295,8 +303,12 @@ def test_explain_matches_scheduler_message_format() -> None:
 def test_explain_first_failing_filter_wins_like_the_scheduler() -> None:
     nodes = [
         node("cordoned", unschedulable=True, taints=(Taint("node.kubernetes.io/unschedulable"),)),
-        node("notready", ready=False, not_ready_reason="NodeStatusUnknown",
-             taints=(Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),)),
+        node(
+            "notready",
+            ready=False,
+            not_ready_reason="NodeStatusUnknown",
+            taints=(Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),),
+        ),
         node("dead", gpus=0),
         node("wrong", "l40s"),
     ]
@@ -325,8 +337,10 @@ def test_explain_first_failing_filter_wins_like_the_scheduler() -> None:
 
 def test_histogram_sorts_as_strings_and_parses_old_taint_format() -> None:
     msg = ex.scheduler_message(12, Counter({"Insufficient cpu": 2, ex.AFFINITY: 10}))
-    assert msg == ("0/12 nodes are available: 10 node(s) didn't match Pod's node "
-                   "affinity/selector, 2 Insufficient cpu.")
+    assert msg == (
+        "0/12 nodes are available: 10 node(s) didn't match Pod's node "
+        "affinity/selector, 2 Insufficient cpu."
+    )
     parsed = ex.parse_scheduler_message(
         "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: reserved}, "
         "2 Too many pods. preemption: 0/3 nodes are available: 3 Preemption is not helpful."
@@ -348,9 +362,12 @@ def test_explain_fits_now_and_tolerate_fix() -> None:
 # -- input parsing -----------------------------------------------------------------------
 def test_parse_node_selector() -> None:
     assert parse_node_selector("accelerator=nvidia-h800, zone=b") == {
-        "accelerator": "nvidia-h800", "zone": "b"}
+        "accelerator": "nvidia-h800",
+        "zone": "b",
+    }
     assert parse_node_selector('{"nvidia.com/gpu.product": "H800"}') == {
-        "nvidia.com/gpu.product": "H800"}
+        "nvidia.com/gpu.product": "H800"
+    }
     assert parse_node_selector({"a": "b"}) == {"a": "b"}
     for bad in ("accelerator", "=x", "a=b,a=c", "a=b c", "-bad=x", '{"a": 1}', "{oops"):
         with pytest.raises(InvalidInput):
@@ -364,10 +381,16 @@ def test_parse_tolerations() -> None:
         Toleration("", "Exists"),
     )
     assert parse_tolerations('[{"key": "gpu", "operator": "Exists"}]') == (
-        Toleration("gpu", "Exists"),)
-    for bad in ("gpu=x:Sometimes", '[{"key": "gpu", "operator": "Exists", "value": "x"}]',
-                '[{"operator": "Equal", "value": "x"}]', '[{"key": "k", "color": "red"}]',
-                '[{"key": "k", "operator": "Gt", "value": "1"}]', ":NoSchedule"):
+        Toleration("gpu", "Exists"),
+    )
+    for bad in (
+        "gpu=x:Sometimes",
+        '[{"key": "gpu", "operator": "Exists", "value": "x"}]',
+        '[{"operator": "Equal", "value": "x"}]',
+        '[{"key": "k", "color": "red"}]',
+        '[{"key": "k", "operator": "Gt", "value": "1"}]',
+        ":NoSchedule",
+    ):
         with pytest.raises(InvalidInput):
             parse_tolerations(bad)
 
@@ -378,9 +401,12 @@ def test_parse_node_affinity_and_class_counts() -> None:
         '[{"key": "accelerator", "operator": "In", "values": ["a", "b"]}]}]}'
     )
     assert terms == (NodeSelectorTerm((Requirement("accelerator", "In", ("a", "b")),)),)
-    for bad in ("accelerator=a", '[{"matchExpressions": [{"key": "a", "operator": "In"}]}]',
-                '[{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]',
-                '[{"matchExpressions": [{"key": "a", "operator": "Near"}]}]'):
+    for bad in (
+        "accelerator=a",
+        '[{"matchExpressions": [{"key": "a", "operator": "In"}]}]',
+        '[{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]',
+        '[{"matchExpressions": [{"key": "a", "operator": "Near"}]}]',
+    ):
         with pytest.raises(InvalidInput):
             parse_node_affinity(bad)
     assert parse_class_counts("a100=2,h800=0", "reserve") == {"a100": 2, "h800": 0}
@@ -392,51 +418,84 @@ def test_parse_node_affinity_and_class_counts() -> None:
 
 # -- decoding API JSON -------------------------------------------------------------------
 def test_decode_node_and_pod_json() -> None:
-    n = node_from_api({
-        "metadata": {"name": "gpu-1", "labels": {"accelerator": "h800"}},
-        "spec": {"unschedulable": True,
-                 "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
-        "status": {
-            "capacity": {GPU: "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
-            "allocatable": {GPU: "0", "cpu": "63500m", "memory": "500Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}],
-        },
-    })
+    n = node_from_api(
+        {
+            "metadata": {"name": "gpu-1", "labels": {"accelerator": "h800"}},
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}],
+            },
+            "status": {
+                "capacity": {GPU: "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
+                "allocatable": {GPU: "0", "cpu": "63500m", "memory": "500Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}],
+            },
+        }
+    )
     assert n.unschedulable and not n.ready and n.not_ready_reason == "KubeletNotReady"
     assert n.allocatable == {GPU: 0, "cpu": 63500, "memory": 500 << 30, "pods": 110}
     assert n.taints == (Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),)
-    p = pod_from_api({
-        "metadata": {"namespace": "t", "name": "p", "ownerReferences": [
-            {"kind": "Job", "name": "train", "controller": True}]},
-        "spec": {
-            "nodeName": "gpu-1",
-            "containers": [{"resources": {"limits": {GPU: "2"}}},
-                           {"resources": {"requests": {"cpu": "1"}}}],
-            "initContainers": [{"resources": {"requests": {GPU: "4"}}}],
-            "nodeSelector": {"accelerator": "h800"},
-            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+    p = pod_from_api(
+        {
+            "metadata": {
+                "namespace": "t",
+                "name": "p",
+                "ownerReferences": [{"kind": "Job", "name": "train", "controller": True}],
+            },
+            "spec": {
+                "nodeName": "gpu-1",
+                "containers": [
+                    {"resources": {"limits": {GPU: "2"}}},
+                    {"resources": {"requests": {"cpu": "1"}}},
+                ],
+                "initContainers": [{"resources": {"requests": {GPU: "4"}}}],
+                "nodeSelector": {"accelerator": "h800"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["a"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+            "status": {"phase": "Running"},
         },
-        "status": {"phase": "Running"},
-    }, with_placement=True)
+        with_placement=True,
+    )
     assert p.requests == {GPU: 4, "cpu": 1000}
     assert p.owner == "Job/train" and p.node_name == "gpu-1" and p.phase == "Running"
     assert p.placement.node_selector == {"accelerator": "h800"}
     assert p.placement.tolerations == (Toleration("gpu", "Exists", "", "NoSchedule"),)
     assert p.placement.affinity == (NodeSelectorTerm((Requirement("zone", "In", ("a",)),)),)
-    assert label_selector({"matchLabels": {"app": "x"}, "matchExpressions": [
-        {"key": "tier", "operator": "NotIn", "values": ["a", "b"]},
-        {"key": "gone", "operator": "DoesNotExist"}]}) == "app=x,tier notin (a,b),!gone"
+    assert (
+        label_selector(
+            {
+                "matchLabels": {"app": "x"},
+                "matchExpressions": [
+                    {"key": "tier", "operator": "NotIn", "values": ["a", "b"]},
+                    {"key": "gone", "operator": "DoesNotExist"},
+                ],
+            }
+        )
+        == "app=x,tier notin (a,b),!gone"
+    )
 
 
 def test_continue_token_is_read_from_the_page_head_only() -> None:
     from gpuops.adapters.kube import _continue_token
 
-    page = (b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9",'
-            b'"continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ","remainingItemCount":3},'
-            b'"items":[{"metadata":{"annotations":{"x":"\\"continue\\":\\"fake\\""}}}]}')
+    page = (
+        b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9",'
+        b'"continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ","remainingItemCount":3},'
+        b'"items":[{"metadata":{"annotations":{"x":"\\"continue\\":\\"fake\\""}}}]}'
+    )
     assert _continue_token(page) == "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"
     last = b'{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[{"continue":"no"}]}'
     assert _continue_token(last) == ""

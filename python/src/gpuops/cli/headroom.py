@@ -33,9 +33,14 @@ from gpuops.errors import GateRefused, InvalidInput
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KINDS = {
-    "pod": "pod", "pods": "pod", "po": "pod",
-    "deployment": "deployment", "deployments": "deployment", "deploy": "deployment",
-    "job": "job", "jobs": "job",
+    "pod": "pod",
+    "pods": "pod",
+    "po": "pod",
+    "deployment": "deployment",
+    "deployments": "deployment",
+    "deploy": "deployment",
+    "job": "job",
+    "jobs": "job",
 }
 
 
@@ -68,17 +73,24 @@ def _env_name(value: str) -> str:
 
 
 _namespace = click.option(
-    "-n", "--namespace", default="default", show_default=True,
+    "-n",
+    "--namespace",
+    default="default",
+    show_default=True,
     type=_Parsed("namespace", lambda v: dns_label(v, "namespace")),
     help="Namespace of the workload (its ResourceQuota counts).",
 )
 _kubeconfig = click.option(
-    "--kubeconfig", envvar="KUBECONFIG", type=click.Path(dir_okay=False),
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    type=click.Path(dir_okay=False),
     help="Kubeconfig file [env: KUBECONFIG; else ~/.kube/config, else in-cluster].",
 )
 _context = click.option("--context", help="Kubeconfig context (default: current).")
 _group_by = click.option(
-    "--group-by", default=core.DEFAULT_GROUP_BY, show_default=True,
+    "--group-by",
+    default=core.DEFAULT_GROUP_BY,
+    show_default=True,
     type=_Parsed("label", lambda v: qualified_name(v, "group-by label")),
     help="Node label naming a node's class (falls back to nvidia.com/gpu.product).",
 )
@@ -90,33 +102,65 @@ def headroom() -> None:
 
 
 @headroom.command()
-@click.option("--gpus-per-pod", type=click.IntRange(min=1), required=True,
-              help="GPUs (units of --resource) each pod needs, all on one node.")
-@click.option("--pods", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Number of pods.")
-@click.option("--node-selector", type=_Parsed("selector", parse_node_selector),
-              help="k=v,k2=v2 or a JSON object: the workload's nodeSelector.")
-@click.option("--node-affinity", type=_Parsed("affinity", parse_node_affinity),
-              help="JSON list of nodeSelectorTerms (required node affinity).")
-@click.option("--tolerations", type=_Parsed("tolerations", parse_tolerations),
-              help="JSON list of tolerations, or key=value:Effect,key:Effect.")
+@click.option(
+    "--gpus-per-pod",
+    type=click.IntRange(min=1),
+    required=True,
+    help="GPUs (units of --resource) each pod needs, all on one node.",
+)
+@click.option(
+    "--pods", type=click.IntRange(min=1), default=1, show_default=True, help="Number of pods."
+)
+@click.option(
+    "--node-selector",
+    type=_Parsed("selector", parse_node_selector),
+    help="k=v,k2=v2 or a JSON object: the workload's nodeSelector.",
+)
+@click.option(
+    "--node-affinity",
+    type=_Parsed("affinity", parse_node_affinity),
+    help="JSON list of nodeSelectorTerms (required node affinity).",
+)
+@click.option(
+    "--tolerations",
+    type=_Parsed("tolerations", parse_tolerations),
+    help="JSON list of tolerations, or key=value:Effect,key:Effect.",
+)
 @_namespace
-@click.option("--resource", default=core.DEFAULT_RESOURCE, show_default=True,
-              type=_Parsed("resource", lambda v: qualified_name(v, "resource")),
-              help="Extended resource to count (e.g. nvidia.com/mig-1g.10gb).")
-@click.option("--reserve", type=click.IntRange(min=0), default=0, show_default=True,
-              help="GPUs that must stay free in the whole cluster after placing the pods.")
-@click.option("--reserve-per-class",
-              type=_Parsed("reserve", lambda v: parse_class_counts(v, "reserve per class")),
-              help="class=n,... or a JSON object: GPUs that must stay free per class.")
+@click.option(
+    "--resource",
+    default=core.DEFAULT_RESOURCE,
+    show_default=True,
+    type=_Parsed("resource", lambda v: qualified_name(v, "resource")),
+    help="Extended resource to count (e.g. nvidia.com/mig-1g.10gb).",
+)
+@click.option(
+    "--reserve",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="GPUs that must stay free in the whole cluster after placing the pods.",
+)
+@click.option(
+    "--reserve-per-class",
+    type=_Parsed("reserve", lambda v: parse_class_counts(v, "reserve per class")),
+    help="class=n,... or a JSON object: GPUs that must stay free per class.",
+)
 @_group_by
 @_kubeconfig
 @_context
-@click.option("--webhook-url-env", default=webhook.DEFAULT_ENV, show_default=True,
-              type=_Parsed("env", _env_name),
-              help="Environment variable holding the webhook URL notified on shortage.")
-@click.option("--show-nodes", is_flag=True,
-              help="Add per-node rows (free, usable, reasons) to the result and the table.")
+@click.option(
+    "--webhook-url-env",
+    default=webhook.DEFAULT_ENV,
+    show_default=True,
+    type=_Parsed("env", _env_name),
+    help="Environment variable holding the webhook URL notified on shortage.",
+)
+@click.option(
+    "--show-nodes",
+    is_flag=True,
+    help="Add per-node rows (free, usable, reasons) to the result and the table.",
+)
 def check(
     gpus_per_pod: int,
     pods: int,
@@ -188,8 +232,17 @@ def _notification(data: dict[str, Any]) -> dict[str, Any]:
         "pods_placeable": data["pods_placeable"],
         "shortages": data["shortages"],
         "classes": [
-            {k: c[k] for k in ("node_class", "free", "free_usable", "largest_free_block",
-                               "reserve", "pods_placeable")}
+            {
+                k: c[k]
+                for k in (
+                    "node_class",
+                    "free",
+                    "free_usable",
+                    "largest_free_block",
+                    "reserve",
+                    "pods_placeable",
+                )
+            }
             for c in data["classes"]
         ],
         "build": os.environ.get("BUILD_URL", ""),
@@ -245,8 +298,12 @@ def explain(
         result.event_message = first.scheduled_message
     data = result.to_dict()
     data.update(
-        {"target": f"{kind}/{name}", "namespace": namespace, "pending_pods": len(pending),
-         "server": kube.server}
+        {
+            "target": f"{kind}/{name}",
+            "namespace": namespace,
+            "pending_pods": len(pending),
+            "server": kube.server,
+        }
     )
     text = explain_core.render(result, all_nodes=all_nodes)
     if len(pending) > 1:
@@ -261,7 +318,10 @@ def _nothing_pending(kind: str, name: str, namespace: str, objs: list[PodObject]
     else:
         text = f"{kind}/{name} in {namespace} has no pending pods ({len(objs)} pod(s))"
     data = {
-        "target": f"{kind}/{name}", "namespace": namespace, "pending_pods": 0,
-        "bound": placed, "summary": text,
+        "target": f"{kind}/{name}",
+        "namespace": namespace,
+        "pending_pods": 0,
+        "bound": placed,
+        "summary": text,
     }
     return Outcome(data, text)

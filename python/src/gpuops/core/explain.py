@@ -88,8 +88,10 @@ def filter_node(pod: Pod, node: Node, usage: NodeUsage, group_by: str) -> NodeFi
         fit.taint = str(taint)
         # taints the node's state explains go with that state: uncordon / repair fixes them
         own = [
-            t for t in node.taints
-            if t.effect in BLOCKING_EFFECTS and not place.tolerates(t)
+            t
+            for t in node.taints
+            if t.effect in BLOCKING_EFFECTS
+            and not place.tolerates(t)
             and not (node.unschedulable and t.key == UNSCHEDULABLE_TAINT)
             and not (not node.ready and t.key in CONDITION_TAINTS)
         ]
@@ -108,7 +110,8 @@ def filter_node(pod: Pod, node: Node, usage: NodeUsage, group_by: str) -> NodeFi
         checks.append(("affinity", [AFFINITY], f"wants {', '.join(mismatch)}; has {have or '-'}"))
     fit_reasons, fit.free = _fit_reasons(pod, node, usage)
     fit.dead = sorted(
-        r for r in pod.requests
+        r
+        for r in pod.requests
         if r not in _NATIVE and r in node.capacity and node.allocatable.get(r, 0) <= 0
     )
     if fit_reasons:
@@ -151,9 +154,7 @@ _ITEM = re.compile(r"^(?P<n>\d+) (?P<reason>.+)$")
 
 def normalize_reason(reason: str) -> str:
     """Fold version differences: ``untolerated taint {k: v}`` (<=1.33) -> ``taint(s)``."""
-    if reason.startswith("node(s) had untolerated taint") or reason.startswith(
-        "node(s) had taint"
-    ):
+    if reason.startswith("node(s) had untolerated taint") or reason.startswith("node(s) had taint"):
         return UNTOLERATED_TAINT
     return reason
 
@@ -276,8 +277,7 @@ def _fixes(pod: Pod, fits: Sequence[NodeFit], usage: Mapping[str, NodeUsage]) ->
     if only["taint"]:
         taints = sorted({f.failures["taint"] for f in only["taint"]})
         out.append(
-            f"tolerate {', '.join(taints)}: would fit on "
-            f"{_names([f.name for f in only['taint']])}"
+            f"tolerate {', '.join(taints)}: would fit on {_names([f.name for f in only['taint']])}"
         )
     if only["unschedulable"]:
         names = [f.name for f in only["unschedulable"]]
@@ -317,8 +317,7 @@ def _fixes(pod: Pod, fits: Sequence[NodeFit], usage: Mapping[str, NodeUsage]) ->
             shown = [h[1] for h in holders[:_MAX_LISTED]]
             more = f" and {len(holders) - _MAX_LISTED} more" if len(holders) > _MAX_LISTED else ""
             out.append(
-                f"{res} on the matching nodes is held by {by_owner}; pods: "
-                f"{', '.join(shown)}{more}"
+                f"{res} on the matching nodes is held by {by_owner}; pods: {', '.join(shown)}{more}"
             )
     return out
 
@@ -345,9 +344,10 @@ def explain(
 
 
 def render(result: ExplainResult, *, all_nodes: bool = False) -> str:
-    lines = [f"pod {result.pod.key} requests " + ", ".join(
-        f"{k}={v}" for k, v in sorted(result.pod.requests.items())
-    )]
+    lines = [
+        f"pod {result.pod.key} requests "
+        + ", ".join(f"{k}={v}" for k, v in sorted(result.pod.requests.items()))
+    ]
     shown = [f for f in result.nodes if all_nodes or not f.fits]
     for f in shown[: None if all_nodes else 50]:
         why = "; ".join(f"{k}: {v}" for k, v in f.failures.items()) or "fits"

@@ -343,9 +343,7 @@ def render(result: HeadroomResult, *, with_nodes: bool = False) -> str:
             lines.append(f"{n.name:<32} {n.node_class:<24} {n.free:>5} {n.slots:>5}  {why}")
     kinds = excluded_reasons(result.nodes)
     if kinds:
-        lines.append(
-            "excluded nodes: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        )
+        lines.append("excluded nodes: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
     for q in result.quotas:
         lines.append(f"quota {q.quota}: {q.resource} {q.used}/{q.hard} used, {q.left} left")
     lines.append(result.message)

@@ -195,9 +195,9 @@ def _requirement(doc: Any, what: str, *, field_ok: bool = False) -> Requirement:
     return Requirement(key, op, tuple(values))
 
 
-def parse_node_affinity(value: str | Mapping[str, Any] | list[Any] | None) -> (
-    tuple[NodeSelectorTerm, ...] | None
-):
+def parse_node_affinity(
+    value: str | Mapping[str, Any] | list[Any] | None,
+) -> tuple[NodeSelectorTerm, ...] | None:
     """Required node affinity: a JSON list of ``nodeSelectorTerms``, or an object holding them
     (``{"nodeSelectorTerms": [...]}`` or a pod's ``nodeAffinity`` /
     ``requiredDuringSchedulingIgnoredDuringExecution``)."""
@@ -224,9 +224,7 @@ def parse_node_affinity(value: str | Mapping[str, Any] | list[Any] | None) -> (
         terms.append(
             NodeSelectorTerm(
                 tuple(_requirement(r, what) for r in term.get("matchExpressions") or []),
-                tuple(
-                    _requirement(r, what, field_ok=True) for r in term.get("matchFields") or []
-                ),
+                tuple(_requirement(r, what, field_ok=True) for r in term.get("matchFields") or []),
             )
         )
     return tuple(terms)

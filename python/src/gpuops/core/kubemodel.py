@@ -216,9 +216,7 @@ class Placement:
     def to_dict(self) -> dict[str, object]:
         return {
             "node_selector": dict(self.node_selector),
-            "node_affinity": None
-            if self.affinity is None
-            else [str(t) for t in self.affinity],
+            "node_affinity": None if self.affinity is None else [str(t) for t in self.affinity],
             "tolerations": [t.to_dict() for t in self.tolerations],
         }
 
