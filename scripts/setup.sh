@@ -12,7 +12,7 @@ PYTHON=${PYTHON:-python3}
 APT_PACKAGES=(
   openssh-server openssh-client netcat-openbsd iproute2 util-linux procps
   docker-registry apache2-utils
-  podman buildah skopeo runc conmon busybox-static
+  podman buildah skopeo runc conmon busybox-static debootstrap
   gradle curl jq ca-certificates
 )
 

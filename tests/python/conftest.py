@@ -4,4 +4,7 @@ Each lab component's fixtures live in a plugin module beside the tests that use 
 are loaded here (pytest only honours ``pytest_plugins`` in the top-level conftest).
 """
 
-pytest_plugins = ["integration.conftest_registry"]
+pytest_plugins = [
+    "integration.conftest_registry",
+    "integration.conftest_agent",
+]

@@ -1,6 +1,6 @@
-"""Offline install (S-5, S-10): a wheelhouse built by scripts/wheelhouse.sh installs with
-``pip install --no-index --find-links`` into a fresh virtualenv, and the agent bootstrap
-script installs the version-locked CLI from it."""
+"""Offline install (S-5, S-10): a wheelhouse built by scripts/wheelhouse.sh (the session
+fixture ``wheelhouse`` in conftest_agent.py) installs with ``pip install --no-index
+--find-links`` into a fresh virtualenv."""
 
 from __future__ import annotations
 
@@ -10,23 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import gpuops
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run(
-        [str(ROOT / "scripts" / "wheelhouse.sh"), str(out)],
-        check=True,
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-    )
-    return out
 
 
 def test_wheelhouse_holds_gpuops_and_every_locked_dependency(wheelhouse: Path) -> None:
