@@ -6,7 +6,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
 
-.PHONY: demo test setup lint lint-python lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+.PHONY: demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
 
 demo: setup
 	scripts/demo.sh
@@ -17,12 +17,15 @@ test: setup
 setup:
 	scripts/setup.sh
 
-lint: lint-python lint-groovy
+lint: lint-python lint-groovy lint-ansible
 
 lint-python:
 	$(VENV)/bin/ruff check --config python/pyproject.toml python/src tests/python bench
 	$(VENV)/bin/ruff format --check --config python/pyproject.toml python/src tests/python bench
 	cd python && ../$(VENV)/bin/mypy
+
+lint-ansible:
+	cd ansible && ANSIBLE_ROLES_PATH=roles ../$(VENV)/bin/ansible-lint --offline --profile production .
 
 lint-groovy:
 	scripts/groovy-lint.sh

@@ -15,6 +15,7 @@ step() {
   fi
 }
 step "python lint (ruff, mypy --strict)" make -s lint-python
+step "ansible lint (ansible-lint, production profile)" make -s lint-ansible
 step "groovy lint (npm-groovy-lint / CodeNarc)" make -s lint-groovy
 step "groovy tests (JenkinsPipelineUnit)" make -s test-groovy
 step "python tests (unit + integration on the real lab)" make -s test-python
