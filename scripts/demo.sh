@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The main job, on the local lab: the seed's incident (S-31, S-38) from both sides.
+#   1. the lab: registry, Podman builder, 6 SSH GPU nodes, a real Kubernetes control plane
+#   2. the fleet as Ansible sees it (S-8) and what nvidia-smi says on each node (S-16)
+#   3. inference fills the H800 nodes; a training release asks for 2 x 4 H800 GPUs:
+#      the headroom gate refuses it (exit 3) before anything is deployed
+#   4. the training Job deployed anyway stays Pending: `gpuops headroom explain` says why,
+#      next to the real scheduler's FailedScheduling event, and what would fit
+# Everything it starts is stopped at the end (also on failure or Ctrl-C).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GPUOPS_LAB_DIR=${GPUOPS_LAB_DIR:-/tmp/gpuops-demo}
+G=(.venv/bin/gpuops)
+say() { printf '\n\033[1;36m### %s\033[0m\n' "$*"; }
+run() { printf '\033[2m$ %s\033[0m\n' "$*"; "$@"; }
+
+cleanup() { say "stopping the lab"; "${G[@]}" lab down; }
+trap cleanup EXIT
+
+say "1. starting the local lab in $GPUOPS_LAB_DIR"
+run "${G[@]}" lab up
+status=$("${G[@]}" --output json lab status)
+fact() { jq -r ".result.components.$1" <<<"$status"; }
+export KUBECONFIG ANSIBLE_CONFIG ANSIBLE_DEPRECATION_WARNINGS=False
+KUBECONFIG=$(fact kube.kubeconfig)
+ANSIBLE_CONFIG=$(fact fleet.ansible_cfg)
+KUBECTL=$(fact kube.bin_dir)/kubectl
+
+say "2. the fleet: reachability (S-8) and GPU inspection (S-16)"
+run .venv/bin/ansible gpu_nodes -m ping -o
+run .venv/bin/ansible gpu_nodes -o -m ansible.builtin.command -a \
+  "nvidia-smi --query-gpu=index,name,driver_version,temperature.gpu,ecc.errors.uncorrected.volatile.total --format=csv,noheader -i 0"
+run "$KUBECTL" get nodes -L accelerator,gpu-driver,nvidia.com/gpu.product
+
+say "3. inference takes 14 of the 16 H800 GPUs (7 replicas x 2)"
+run "$KUBECTL" create namespace ai
+"$KUBECTL" apply -f - <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer, namespace: ai}
+spec:
+  replicas: 7
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata: {labels: {app: infer}}
+    spec:
+      nodeSelector: {accelerator: nvidia-h800}
+      containers:
+      - name: infer
+        image: registry.local/infer:1
+        resources: {limits: {nvidia.com/gpu: 2}}
+YAML
+run "$KUBECTL" -n ai rollout status deployment/infer --timeout=120s
+
+say "   release gate: can a training run of 2 pods x 4 GPUs start on H800?"
+set +e
+run "${G[@]}" headroom check --namespace ai --gpus-per-pod 4 --pods 2 \
+  --node-selector accelerator=nvidia-h800
+rc=$?
+set -e
+echo "gpuops exit code: $rc (3 = gate refused: the release stops here, nothing deployed)"
+[[ $rc == 3 ]] || { echo "demo: expected the gate to refuse" >&2; exit 1; }
+
+say "   the same shape on any GPU class fits (the seed's fix: relax the training selector)"
+run "${G[@]}" headroom check --namespace ai --gpus-per-pod 4 --pods 2
+
+say "4. deployed without the gate, the training Job stays Pending"
+"$KUBECTL" apply -f - <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ai}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {accelerator: nvidia-h800}
+      containers:
+      - name: train
+        image: registry.local/train:1
+        resources: {limits: {nvidia.com/gpu: 4}}
+YAML
+for _ in $(seq 1 60); do
+  "$KUBECTL" -n ai get events --field-selector reason=FailedScheduling -o name | grep -q . && break
+  sleep 0.5
+done
+run "$KUBECTL" -n ai get events --field-selector reason=FailedScheduling \
+  -o custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message
+run "${G[@]}" headroom explain --namespace ai job/train
+say "done: the gate refused what the scheduler could not place, and said why"
