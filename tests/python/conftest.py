@@ -7,4 +7,5 @@ are loaded here (pytest only honours ``pytest_plugins`` in the top-level conftes
 pytest_plugins = [
     "integration.conftest_registry",
     "integration.conftest_agent",
+    "integration.conftest_kube",
 ]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_kube import KubeLab, kube_lab  # noqa: F401
+from integration.conftest_kube import KubeLab
 from kubernetes.client.exceptions import ApiException
 
 from gpuops.cli.main import run
@@ -122,7 +122,7 @@ _USED: list[tuple[str, int, str]] = [
 
 
 @pytest.fixture(scope="module")
-def cluster(kube_lab: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:  # noqa: F811
+def cluster(kube_lab: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     specs = _node_specs()
     labkube.create_gpu_nodes(kube_lab.api, [n for n in specs if n.kwok_managed])
     for spec in specs:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_kube import KubeLab, down_kube_only, kube_lab  # noqa: F401
+from integration.conftest_kube import KubeLab, down_kube_only
 from kubernetes import client
 
 from gpuops.lab import Lab, LabConfig, proc
@@ -32,7 +32,7 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> An
 
 
 @pytest.fixture
-def namespace(kube_lab: KubeLab) -> Iterator[str]:  # noqa: F811
+def namespace(kube_lab: KubeLab) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     kube_lab.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     wait_until(
@@ -57,7 +57,7 @@ def gpu_container(gpus: int) -> dict[str, Any]:
     }
 
 
-def test_fleet_nodes_are_ready_gpu_nodes(kube_lab: KubeLab) -> None:  # noqa: F811
+def test_fleet_nodes_are_ready_gpu_nodes(kube_lab: KubeLab) -> None:
     nodes = {n.metadata.name: n for n in kube_lab.core.list_node().items}
     fleet = kube_lab.lab.fleet()
     assert set(nodes) == {h.name for h in fleet}
@@ -86,7 +86,7 @@ def test_fleet_nodes_are_ready_gpu_nodes(kube_lab: KubeLab) -> None:  # noqa: F8
     assert sorted(out.split()) == sorted(f"node/{h.name}" for h in fleet)
 
 
-def test_deployment_rolls_out_on_kwok_gpu_nodes(kube_lab: KubeLab, namespace: str) -> None:  # noqa: F811
+def test_deployment_rolls_out_on_kwok_gpu_nodes(kube_lab: KubeLab, namespace: str) -> None:
     dep = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -135,7 +135,7 @@ def test_deployment_rolls_out_on_kwok_gpu_nodes(kube_lab: KubeLab, namespace: st
     wait_until(rolled, "rolling update of Deployment infer", timeout=90)
 
 
-def test_job_runs_to_completion(kube_lab: KubeLab, namespace: str) -> None:  # noqa: F811
+def test_job_runs_to_completion(kube_lab: KubeLab, namespace: str) -> None:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -165,7 +165,7 @@ def test_job_runs_to_completion(kube_lab: KubeLab, namespace: str) -> None:  # n
     assert not st.failed
 
 
-def test_too_many_gpus_gets_real_failed_scheduling(kube_lab: KubeLab, namespace: str) -> None:  # noqa: F811
+def test_too_many_gpus_gets_real_failed_scheduling(kube_lab: KubeLab, namespace: str) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -189,7 +189,7 @@ def test_too_many_gpus_gets_real_failed_scheduling(kube_lab: KubeLab, namespace:
     assert kube_lab.core.read_namespaced_pod("greedy", namespace).status.phase == "Pending"
 
 
-def test_bulk_creators_bind_pods_to_many_nodes(kube_lab: KubeLab, namespace: str) -> None:  # noqa: F811
+def test_bulk_creators_bind_pods_to_many_nodes(kube_lab: KubeLab, namespace: str) -> None:
     nodes = labkube.synthetic_nodes(30, prefix=f"bulk-{namespace}")
     try:
         assert labkube.create_gpu_nodes(kube_lab.api, nodes) == 30

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import urllib3
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 from gpuops.lab import proc, repo_root
 
 if TYPE_CHECKING:
@@ -316,14 +317,17 @@ class _Poster:
 
     def create(self, path: str, body: Mapping[str, Any]) -> bool:
         """True if created, False if it already existed."""
-        resp = self._pool.request(
-            "POST",
-            self._host + path,
-            body=json.dumps(body, separators=(",", ":")).encode(),
-            headers=self._headers,
-            preload_content=True,
-            timeout=60,
-        )
+        try:
+            resp = self._pool.request(
+                "POST",
+                self._host + path,
+                body=json.dumps(body, separators=(",", ":")).encode(),
+                headers=self._headers,
+                preload_content=True,
+                timeout=60,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(f"Kubernetes API {self._host} did not answer: {exc}") from exc
         if resp.status == 409:
             return False
         if not 200 <= resp.status < 300:
