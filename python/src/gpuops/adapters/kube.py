@@ -89,7 +89,9 @@ class KubeClient:
                         hint="pass --kubeconfig PATH or set KUBECONFIG",
                     )
                 kconfig.load_kube_config(
-                    config_file=kubeconfig, context=context, client_configuration=cfg,
+                    config_file=kubeconfig,
+                    context=context,
+                    client_configuration=cfg,
                     persist_config=False,
                 )
         except kconfig.ConfigException as exc:
@@ -127,11 +129,17 @@ class KubeClient:
         url = path + ("?" + urlencode(query) if query else "")
         try:
             method, full, headers, body, post = self._api.param_serialize(
-                "GET", url, header_params={"Accept": "application/json"},
+                "GET",
+                url,
+                header_params={"Accept": "application/json"},
                 auth_settings=["BearerToken"],
             )
             resp = self._api.call_api(
-                method, full, headers, body, post,
+                method,
+                full,
+                headers,
+                body,
+                post,
                 _request_timeout=(_CONNECT_TIMEOUT_S, _READ_TIMEOUT_S),
             )
             data: bytes = resp.read()
@@ -143,8 +151,7 @@ class KubeClient:
             ) from None
         except urllib3.exceptions.HTTPError as exc:
             raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.server} ({what}): "
-                f"{type(exc).__name__}",
+                f"cannot reach the Kubernetes API at {self.server} ({what}): {type(exc).__name__}",
                 hint="is the cluster up? check the kubeconfig's server address",
             ) from None
         if status == 404:
@@ -206,8 +213,9 @@ class KubeClient:
                     pages.get_nowait()
                 worker.join(0.05)
 
-    def _list(self, path: str, what: str, decode: Callable[[Mapping[str, Any]], T],
-              **query: str) -> list[T]:
+    def _list(
+        self, path: str, what: str, decode: Callable[[Mapping[str, Any]], T], **query: str
+    ) -> list[T]:
         """Every item of a paged LIST, decoded page by page; an expired list starts over once.
 
         The cyclic garbage collector is paused meanwhile: decoding makes millions of short-lived
@@ -270,7 +278,9 @@ class KubeClient:
                     try:
                         out.append(
                             QuotaLimit(
-                                name, key, resource_amount(key, hard[key]),
+                                name,
+                                key,
+                                resource_amount(key, hard[key]),
                                 resource_amount(key, used.get(key, "0")),
                             )
                         )

@@ -40,6 +40,8 @@ from kubernetes.client.exceptions import ApiException
 
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 from gpuops.lab import proc, repo_root
+from gpuops.lab.gpus import MODELS as GPU_MODELS
+from gpuops.lab.nvsmi import cuda_version
 
 if TYPE_CHECKING:
     from gpuops.lab import Lab
@@ -75,34 +77,8 @@ START_TIMEOUT_S = 60.0
 # --------------------------------------------------------------------------------------------
 # GPU nodes
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GpuModel:
-    """What GPU feature discovery reports for one GPU model."""
-
-    accelerator: str  # our node-class label value
-    product: str  # nvidia.com/gpu.product
-    memory_mib: int  # nvidia.com/gpu.memory
-    family: str  # nvidia.com/gpu.family
-    compute: tuple[int, int]  # nvidia.com/gpu.compute.major/minor
-    mig_capable: bool
-
-
-GPU_MODELS: dict[str, GpuModel] = {
-    "a100-80g": GpuModel("nvidia-a100-80g", "NVIDIA-A100-SXM4-80GB", 81920, "ampere", (8, 0), True),
-    "h800": GpuModel("nvidia-h800", "NVIDIA-H800", 81559, "hopper", (9, 0), True),
-    "l40s": GpuModel("nvidia-l40s", "NVIDIA-L40S", 46068, "ada-lovelace", (8, 9), False),
-}
-#: CUDA version each lab driver branch ships (nvidia-smi's "CUDA Version").
-CUDA_OF_DRIVER: dict[str, tuple[int, int]] = {
-    "525": (12, 0),
-    "535": (12, 2),
-    "545": (12, 3),
-    "550": (12, 4),
-    "555": (12, 5),
-    "560": (12, 6),
-    "565": (12, 7),
-    "570": (12, 8),
-}
+#: nvidia.com/gpu.family by compute capability, as GPU feature discovery names it.
+_FAMILY = {"8.0": "ampere", "8.6": "ampere", "8.9": "ada-lovelace", "9.0": "hopper"}
 
 
 @dataclass(frozen=True)
@@ -182,24 +158,26 @@ def gpu_labels(model: str, driver: str, gpus: int = 8) -> dict[str, str]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise InvalidInput(f"driver version {driver!r} is not like 535.161.08")
     gm = GPU_MODELS[model]
-    cuda = CUDA_OF_DRIVER.get(parts[0], (12, 2))
+    family = _FAMILY[gm.compute_cap]
+    compute_major, compute_minor = gm.compute_cap.split(".")
+    cuda_major, cuda_minor = cuda_version(driver).split(".")
     return {
-        "accelerator": gm.accelerator,
+        "accelerator": f"nvidia-{gm.key}",
         "gpu-driver": driver,
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": gm.product,
+        "nvidia.com/gpu.product": gm.name.replace(" ", "-"),
         "nvidia.com/gpu.count": str(gpus),
         "nvidia.com/gpu.memory": str(gm.memory_mib),
-        "nvidia.com/gpu.family": gm.family,
-        "nvidia.com/gpu.compute.major": str(gm.compute[0]),
-        "nvidia.com/gpu.compute.minor": str(gm.compute[1]),
-        "nvidia.com/gpu.machine": "SYS-821GE-TNHR" if gm.family == "hopper" else "DGXA100",
-        "nvidia.com/mig.capable": "true" if gm.mig_capable else "false",
+        "nvidia.com/gpu.family": family,
+        "nvidia.com/gpu.compute.major": compute_major,
+        "nvidia.com/gpu.compute.minor": compute_minor,
+        "nvidia.com/gpu.machine": "SYS-821GE-TNHR" if family == "hopper" else "DGXA100",
+        "nvidia.com/mig.capable": "true" if gm.mig else "false",
         "nvidia.com/cuda.driver.major": parts[0],
         "nvidia.com/cuda.driver.minor": parts[1],
         "nvidia.com/cuda.driver.rev": parts[2],
-        "nvidia.com/cuda.runtime.major": str(cuda[0]),
-        "nvidia.com/cuda.runtime.minor": str(cuda[1]),
+        "nvidia.com/cuda.runtime.major": cuda_major,
+        "nvidia.com/cuda.runtime.minor": cuda_minor,
     }
 
 
