@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ import pytest
 from integration.conftest_kube import KubeLab, down_kube_only
 from kubernetes import client
 
+from gpuops.cli.main import run
 from gpuops.lab import Lab, LabConfig, proc
 from gpuops.lab import kube as labkube
 
@@ -57,6 +59,11 @@ def gpu_container(gpus: int) -> dict[str, Any]:
     }
 
 
+#: What GPU feature discovery and our class label say for each lab model.
+ACCELERATOR = {"a100-80g": "nvidia-a100-80g", "h800": "nvidia-h800", "l40s": "nvidia-l40s"}
+PRODUCT = {"a100-80g": "NVIDIA-A100-SXM4-80GB", "h800": "NVIDIA-H800", "l40s": "NVIDIA-L40S"}
+
+
 def test_fleet_nodes_are_ready_gpu_nodes(kube_lab: KubeLab) -> None:
     nodes = {n.metadata.name: n for n in kube_lab.core.list_node().items}
     fleet = kube_lab.lab.fleet()
@@ -68,8 +75,8 @@ def test_fleet_nodes_are_ready_gpu_nodes(kube_lab: KubeLab) -> None:
         assert node.status.capacity["nvidia.com/gpu"] == "8"
         assert node.status.allocatable["nvidia.com/gpu"] == ("7" if host.faulty else "8")
         labels = node.metadata.labels
-        assert labels["accelerator"] == labkube.GPU_MODELS[host.model].accelerator
-        assert labels["nvidia.com/gpu.product"] == labkube.GPU_MODELS[host.model].product
+        assert labels["accelerator"] == ACCELERATOR[host.model]
+        assert labels["nvidia.com/gpu.product"] == PRODUCT[host.model]
         assert labels["nvidia.com/gpu.count"] == "8"
         assert labels["gpu-driver"] == host.driver
     products = {nodes[h.name].metadata.labels["nvidia.com/gpu.product"] for h in fleet}
@@ -243,3 +250,27 @@ def test_down_leaves_no_process_listener_or_file(tmp_path: Path) -> None:
             if str(tmp_path).encode() in cmd:
                 leftovers.append(entry.name)
     assert leftovers == []
+
+
+def test_apiserver_restart_fault(kube_lab: KubeLab, tmp_path: Path) -> None:
+    """While kube-apiserver is down, gpuops says the cluster is unreachable (exit 4, naming
+    the server) instead of computing a verdict; restarted, the same cluster answers again."""
+    check = [
+        "--error-file", str(tmp_path / "error.json"),
+        "--result-file", str(tmp_path / "result.json"),
+        "headroom", "check", "--gpus-per-pod", "1", "--kubeconfig", str(kube_lab.kubeconfig),
+    ]  # fmt: skip
+    labkube.stop_apiserver(kube_lab.lab)
+    try:
+        assert not proc.tcp_open("127.0.0.1", kube_lab.facts["ports"]["apiserver"])
+        assert run(check) == 4
+        error = json.loads((tmp_path / "error.json").read_text())["error"]
+        assert error["category"] == "unreachable"
+        assert kube_lab.facts["server"] in error["message"]
+        assert not (tmp_path / "result.json").exists()
+    finally:
+        labkube.start_apiserver(kube_lab.lab)
+    names = {n.metadata.name for n in kube_lab.core.list_node().items}
+    assert {h.name for h in kube_lab.lab.fleet()} <= names
+    assert run(check) == 0
+    assert json.loads((tmp_path / "result.json").read_text())["ok"] is True

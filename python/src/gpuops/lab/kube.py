@@ -628,18 +628,15 @@ def _start_apiserver(p: _Plan) -> None:
         "--allow-privileged=true",
         "--profiling=false",
     ]
+    # kept so that fault injection can restart the same apiserver (same port, certs, data)
+    (p.dir / "apiserver.argv.json").write_text(json.dumps(argv))
     pid = proc.spawn("kube-apiserver", argv, p.lab.dir, cwd=p.dir)
-
-    def ready() -> bool:
-        # the self-signed apiserver.crt (leaf + CA) appears while the apiserver starts and
-        # may be half written when first seen: load it afresh on every try
-        try:
-            ctx = ssl.create_default_context(cafile=str(p.ca_file))
-        except (OSError, ssl.SSLError):
-            return False
-        return _https_ok(f"{p.server}/readyz", ctx, p.tokens["admin"])
-
-    p.wait(ready, "kube-apiserver", pid, "kube-apiserver /readyz")
+    p.wait(
+        lambda: _apiserver_ready(p.server, p.ca_file, p.tokens["admin"]),
+        "kube-apiserver",
+        pid,
+        "kube-apiserver /readyz",
+    )
     ca_pem = p.ca_file.read_bytes()
     users = {
         "admin": "gpuops-admin",
@@ -649,6 +646,43 @@ def _start_apiserver(p: _Plan) -> None:
     }
     for who, user in users.items():
         _write_private(p.kubeconfig(who), _kubeconfig(p.server, ca_pem, user, p.tokens[who]))
+
+
+def _apiserver_ready(server: str, ca_file: Path, token: str) -> bool:
+    # the self-signed apiserver.crt (leaf + CA) appears while the apiserver starts and may be
+    # half written when first seen: load it afresh on every try
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError):
+        return False
+    return _https_ok(f"{server}/readyz", ctx, token)
+
+
+# -- fault injection ----------------------------------------------------------------------
+def stop_apiserver(lab: Lab) -> None:
+    """Stop kube-apiserver only; etcd, controllers and kwok keep running (and retrying)."""
+    proc.stop("kube-apiserver", lab.dir)
+
+
+def start_apiserver(lab: Lab) -> None:
+    """Start the stopped kube-apiserver again with the same port, certificates and data."""
+    kdir = kube_dir(lab)
+    argv = json.loads((kdir / "apiserver.argv.json").read_text())
+    token = (kdir / "tokens.csv").read_text().split(",", 1)[0]
+    facts = lab.facts("kube")
+    pid = proc.spawn("kube-apiserver", argv, lab.dir, cwd=kdir)
+    proc.wait_for(
+        lambda: _apiserver_ready(facts["server"], Path(facts["ca_file"]), token),
+        "kube-apiserver /readyz after restart",
+        timeout=START_TIMEOUT_S,
+        pid=pid,
+        log_file=lab.dir / "logs" / "kube-apiserver.log",
+    )
+
+
+def restart_apiserver(lab: Lab) -> None:
+    stop_apiserver(lab)
+    start_apiserver(lab)
 
 
 def _start_controllers(p: _Plan) -> None:
