@@ -6,7 +6,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
 
-.PHONY: demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+.PHONY: bench-headroom demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
 
 demo: setup
 	scripts/demo.sh
@@ -44,3 +44,10 @@ lab-up:
 
 lab-down:
 	$(VENV)/bin/gpuops lab down
+
+# Benchmarks print ratios against baselines measured in the same run; they are not tests.
+# kubectl-view-allocations (crates.io) is one of the baselines: built once into the cache.
+bench-headroom: setup
+	test -x $(GPUOPS_CACHE)/tools/bin/kubectl-view-allocations || \
+	  cargo install --locked kubectl-view-allocations --root $(GPUOPS_CACHE)/tools
+	$(PY) bench/headroom_bench.py $(BENCH_ARGS)
