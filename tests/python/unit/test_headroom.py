@@ -488,6 +488,76 @@ def test_decode_node_and_pod_json() -> None:
     )
 
 
+def test_decoding_only_some_resources_keeps_their_sums() -> None:
+    """``headroom check`` decodes only its resource and ``pods``: the sums it gets must be the
+    full decode's, for every mix of containers, empty ones, sidecars, init containers and
+    overhead; cpu/memory are not even read then (a bad cpu quantity only fails a full decode)."""
+    import random
+
+    from gpuops.core.kubemodel import usage_by_node
+    from gpuops.errors import OperationFailed
+
+    rng = random.Random(7)
+    keep = frozenset({GPU, "pods"})
+
+    def container(sidecar: bool = False) -> dict[str, object]:
+        res: dict[str, dict[str, str]] = {}
+        for part in ("requests", "limits"):
+            amounts = {
+                r: q
+                for r, q in ((GPU, str(rng.randint(0, 4))), ("cpu", "250m"), ("memory", "1Gi"))
+                if rng.random() < 0.4
+            }
+            if amounts or rng.random() < 0.3:
+                res[part] = amounts
+        return {"resources": res, **({"restartPolicy": "Always"} if sidecar else {})}
+
+    pods = []
+    for i in range(400):
+        spec: dict[str, object] = {
+            "nodeName": f"n{i % 7}",
+            "containers": [container() for _ in range(rng.randint(0, 3))],
+            "initContainers": [container(rng.random() < 0.5) for _ in range(rng.randint(0, 3))],
+        }
+        if rng.random() < 0.2:
+            spec["overhead"] = {GPU: "1", "cpu": "10m"}
+        obj = {"metadata": {"namespace": "t", "name": f"p{i}"}, "spec": spec}
+        full, part = pod_from_api(obj), pod_from_api(obj, resources=keep)
+        assert part.requests == {k: v for k, v in full.requests.items() if k in keep}, obj
+        pods.append((full, part))
+    assert any(full.requests.get(GPU) for full, _ in pods)
+    full_use = usage_by_node(f for f, _ in pods)
+    part_use = usage_by_node(p for _, p in pods)
+    assert full_use.keys() == part_use.keys()
+    for name, u in full_use.items():
+        assert part_use[name].requested.get(GPU, 0) == u.requested.get(GPU, 0)
+        assert len(part_use[name].pods) == len(u.pods)
+
+    bad = {
+        "metadata": {"namespace": "t", "name": "bad"},
+        "spec": {"containers": [{"resources": {"requests": {GPU: "1", "cpu": "lots"}}}]},
+    }
+    assert pod_from_api(bad, resources=keep).requests == {GPU: 1}
+    with pytest.raises(OperationFailed, match="pod t/bad: cannot read quantity 'lots' of cpu"):
+        pod_from_api(bad)
+    bad["spec"] = {"containers": [{"resources": {"limits": {GPU: "two"}}}]}
+    with pytest.raises(OperationFailed, match="cannot read quantity 'two' of nvidia"):
+        pod_from_api(bad, resources=keep)
+
+    n = node_from_api(
+        {
+            "metadata": {"name": "g"},
+            "status": {
+                "capacity": {GPU: "8", "cpu": "64", "pods": "110"},
+                "allocatable": {GPU: "0", "cpu": "x", "pods": "110"},
+            },
+        },
+        resources=keep,
+    )
+    assert n.allocatable == {GPU: 0, "pods": 110} and n.capacity == {GPU: 8, "pods": 110}
+    assert n.offers(GPU) and not n.offers(MIG)
+
+
 def test_continue_token_is_read_from_the_page_head_only() -> None:
     from gpuops.adapters.kube import _continue_token
 

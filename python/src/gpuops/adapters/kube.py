@@ -20,6 +20,7 @@ import re
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
@@ -244,12 +245,21 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- queries --------------------------------------------------------------------------
-    def list_nodes(self) -> list[Node]:
-        return self._list("/api/v1/nodes", "list nodes", node_from_api)
+    def list_nodes(self, resources: frozenset[str] | None = None) -> list[Node]:
+        """Every node; with ``resources``, only those names in allocatable and capacity."""
+        return self._list(
+            "/api/v1/nodes", "list nodes", partial(node_from_api, resources=resources)
+        )
 
-    def list_bound_pods(self) -> list[Pod]:
-        """Non-terminal pods bound to a node, in all namespaces."""
-        return self._list("/api/v1/pods", "list pods", pod_from_api, fieldSelector=BOUND_PODS)
+    def list_bound_pods(self, resources: frozenset[str] | None = None) -> list[Pod]:
+        """Non-terminal pods bound to a node, in all namespaces; with ``resources``, their
+        requests of only those names (no placement either way)."""
+        return self._list(
+            "/api/v1/pods",
+            "list pods",
+            partial(pod_from_api, resources=resources),
+            fieldSelector=BOUND_PODS,
+        )
 
     def ensure_namespace(self, namespace: str) -> None:
         dns_label(namespace, "namespace")

@@ -8,7 +8,7 @@ naming the object: a verdict must never be computed from data we could not read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuops.core.kubemodel import (
@@ -28,9 +28,25 @@ from gpuops.errors import OperationFailed
 _EMPTY: Mapping[str, Any] = {}
 
 
-def _amounts(resources: Mapping[str, Any] | None, what: str) -> dict[str, int]:
+#: Which resources to decode: ``None`` for all, else only these names (``headroom check``
+#: needs its resource and ``pods``; skipping cpu/memory quantities cuts the decode ~3x).
+Resources = frozenset[str] | None
+#: A pod that carries no placement (``headroom check`` never reads it); frozen, so shared.
+_NO_PLACEMENT = Placement()
+
+
+def _amounts(
+    resources: Mapping[str, Any] | None, what: str, keep: Resources = None
+) -> dict[str, int]:
     out: dict[str, int] = {}
-    for name, qty in (resources or _EMPTY).items():
+    if not resources:
+        return out
+    items: Iterable[tuple[str, Any]]
+    if keep is None:
+        items = resources.items()
+    else:
+        items = ((name, resources[name]) for name in keep if name in resources)
+    for name, qty in items:
         try:
             out[name] = resource_amount(name, qty)
         except (TypeError, ValueError):
@@ -41,7 +57,8 @@ def _amounts(resources: Mapping[str, Any] | None, what: str) -> dict[str, int]:
     return out
 
 
-def node_from_api(obj: Mapping[str, Any]) -> Node:
+def node_from_api(obj: Mapping[str, Any], *, resources: Resources = None) -> Node:
+    """A node; with ``resources``, only those names in its allocatable and capacity."""
     meta = obj.get("metadata") or _EMPTY
     spec = obj.get("spec") or _EMPTY
     status = obj.get("status") or _EMPTY
@@ -61,22 +78,28 @@ def node_from_api(obj: Mapping[str, Any]) -> Node:
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
         not_ready_reason=reason,
-        allocatable=_amounts(status.get("allocatable"), f"node {name}"),
-        capacity=_amounts(status.get("capacity"), f"node {name}"),
+        allocatable=_amounts(status.get("allocatable"), f"node {name}", resources),
+        capacity=_amounts(status.get("capacity"), f"node {name}", resources),
     )
 
 
-def _containers(items: Any, what: str) -> list[Container]:
+def _containers(items: Any, what: str, keep: Resources) -> list[Container]:
+    """The containers' resource parts; those with nothing (of ``keep``) are left out, as they
+    add nothing to :func:`pod_requests` (an empty init container's peak is the sidecars
+    alone, which the main phase already counts)."""
     out = []
     for c in items or ():
         res = c.get("resources") or _EMPTY
-        out.append(
-            Container(
-                requests=_amounts(res.get("requests"), what),
-                limits=_amounts(res.get("limits"), what),
-                restart_policy=str(c.get("restartPolicy") or ""),
+        requests = _amounts(res.get("requests"), what, keep)
+        limits = _amounts(res.get("limits"), what, keep)
+        if requests or limits:
+            out.append(
+                Container(
+                    requests=requests,
+                    limits=limits,
+                    restart_policy=str(c.get("restartPolicy") or ""),
+                )
             )
-        )
     return out
 
 
@@ -115,7 +138,10 @@ def placement_from_spec(spec: Mapping[str, Any]) -> Placement:
     )
 
 
-def pod_from_api(obj: Mapping[str, Any], *, with_placement: bool = False) -> Pod:
+def pod_from_api(
+    obj: Mapping[str, Any], *, with_placement: bool = False, resources: Resources = None
+) -> Pod:
+    """A pod; with ``resources``, its requests of only those names."""
     meta = obj.get("metadata") or _EMPTY
     spec = obj.get("spec") or _EMPTY
     ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
@@ -124,10 +150,13 @@ def pod_from_api(obj: Mapping[str, Any], *, with_placement: bool = False) -> Pod
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller"):
             owner = f"{ref.get('kind')}/{ref.get('name')}"
-    requests = pod_requests(
-        _containers(spec.get("containers"), what),
-        _containers(spec.get("initContainers"), what),
-        _amounts(spec.get("overhead"), what),
+    containers = _containers(spec.get("containers"), what, resources)
+    init_containers = _containers(spec.get("initContainers"), what, resources)
+    overhead = _amounts(spec.get("overhead"), what, resources)
+    requests = (
+        pod_requests(containers, init_containers, overhead)
+        if containers or init_containers or overhead
+        else {}
     )
     return Pod(
         namespace=ns,
@@ -135,7 +164,7 @@ def pod_from_api(obj: Mapping[str, Any], *, with_placement: bool = False) -> Pod
         node_name=str(spec.get("nodeName") or ""),
         phase=str((obj.get("status") or _EMPTY).get("phase") or "Pending"),
         requests=requests,
-        placement=placement_from_spec(spec) if with_placement else Placement(),
+        placement=placement_from_spec(spec) if with_placement else _NO_PLACEMENT,
         owner=owner,
     )
 
