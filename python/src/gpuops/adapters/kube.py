@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import orjson
+
 from gpuops.adapters.kubedecode import (
     label_selector,
     node_from_api,
@@ -116,7 +118,8 @@ class KubeClient:
 
     def _parse(self, data: bytes, what: str) -> Any:
         try:
-            return json.loads(data)
+            # orjson: LIST pages of a large cluster are tens of MB; it parses them ~3x faster
+            return orjson.loads(data)
         except (ValueError, UnicodeDecodeError):
             raise OperationFailed(
                 f"the Kubernetes API at {self.server} sent invalid JSON for {what}"
