@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,18 @@ from kubernetes import client
 
 from gpuops.lab import Lab, LabConfig, proc
 from gpuops.lab import kube as labkube
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not after {timeout:.0f}s")
+        time.sleep(0.2)
 
 
 def down_kube_only(lab: Lab) -> None:

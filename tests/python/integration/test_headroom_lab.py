@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from integration.conftest_kube import KubeLab
+from integration.conftest_kube import KubeLab, wait_until
 from kubernetes.client.exceptions import ApiException
 
 from gpuops.cli.main import run
@@ -34,17 +33,6 @@ MIG = "nvidia.com/mig-1g.10gb"
 RUN = uuid.uuid4().hex[:6]
 A, H, M = f"t{RUN}-a100", f"t{RUN}-h800", f"t{RUN}-mig"
 TEST_LABEL = "gpuops.io/headroom-test"
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not after {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 @dataclass

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from integration.conftest_kube import KubeLab, down_kube_only
+from integration.conftest_kube import KubeLab, down_kube_only, wait_until
 from kubernetes import client
 
 from gpuops.cli.main import run
@@ -20,17 +19,6 @@ from gpuops.lab import Lab, LabConfig, proc
 from gpuops.lab import kube as labkube
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not after {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def _base_context() -> io.BytesIO:
 _DIGEST = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 
 
-def _push(lab: Lab, docker_client: Any, ref: str) -> str:
+def push(lab: Lab, docker_client: Any, ref: str) -> str:
     """Push ``ref`` through Podman and return the manifest digest the registry reported."""
     repo, tag = ref.rsplit(":", 1)
     digest = ""
@@ -155,7 +155,7 @@ def build_and_push(lab: Lab, api: Any, reg: dict[str, Any]) -> dict[str, str]:
         started = time.monotonic()
         image, source = _build_or_load(lab, api, ref)
         ready = time.monotonic()
-        digest = _push(lab, api, ref)
+        digest = push(lab, api, ref)
         log.info(
             "base image %s from %s in %.2fs, pushed in %.2fs",
             ref,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import OperationFailed
-from gpuops.lab import builder, registry
+from gpuops.lab import baseimage, builder
 
 if TYPE_CHECKING:
     from gpuops.lab import Lab
@@ -296,26 +296,6 @@ def _exists(lab: Lab, name: str) -> bool:
     return done.returncode == 0
 
 
-_DIGEST = re.compile(r"digest: (sha256:[0-9a-f]{64})")
-
-
-def push(lab: Lab, api: Any, ref: str) -> str:
-    """Push ``ref`` through the Podman API (``api``: docker client); the manifest digest."""
-    repo, tag = ref.rsplit(":", 1)
-    digest = ""
-    for event in api.api.push(
-        repo, tag=tag, auth_config=registry.auth_config(lab), stream=True, decode=True
-    ):
-        if "error" in event:
-            raise OperationFailed(f"pushing {ref} to the lab registry failed: {event['error']}")
-        found = _DIGEST.search(str(event.get("status", "")))
-        if found:
-            digest = found.group(1)
-    if not digest:
-        raise OperationFailed(f"pushing {ref}: the registry reported no digest")
-    return digest
-
-
 def build_and_push(lab: Lab, api: Any) -> dict[str, Any]:
     """Ensure the Python base image (cache or debootstrap) and push it to the lab registry
     as ``<registry>/lab/python-base:bookworm``. Returns facts about it."""
@@ -329,7 +309,7 @@ def build_and_push(lab: Lab, api: Any) -> dict[str, Any]:
     try:
         image = api.images.get(local_name())
         image.tag(ref.rsplit(":", 1)[0], SUITE)
-        digest = push(lab, api, ref)
+        digest = baseimage.push(lab, api, ref)
     except OperationFailed:
         raise
     except Exception as exc:  # the docker SDK raises its own (untyped) errors
