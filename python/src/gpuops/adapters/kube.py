@@ -306,29 +306,30 @@ class KubeClient:
     def read_pod(self, namespace: str, name: str) -> PodObject:
         dns_label(namespace, "namespace")
         dns_subdomain(name, "pod name")
+        obj = self._get_object(
+            namespace, "pod", name, f"/api/v1/namespaces/{namespace}/pods/{quote(name)}"
+        )
+        return _pod_object(obj)
+
+    def _get_object(self, namespace: str, kind: str, name: str, path: str) -> Any:
+        """GET one named object; a 404 names the missing namespace, else the object."""
         try:
-            obj = self._get(
-                f"/api/v1/namespaces/{namespace}/pods/{quote(name)}",
-                what=f"get pod {namespace}/{name}",
-            )
+            return self._get(path, what=f"get {kind} {namespace}/{name}")
         except _NotFoundError:
             self.ensure_namespace(namespace)
-            raise InvalidInput(f"pod {name!r} not found in namespace {namespace!r}") from None
-        return _pod_object(obj)
+            raise InvalidInput(f"{kind} {name!r} not found in namespace {namespace!r}") from None
 
     def workload_pods(self, namespace: str, kind: str, name: str) -> list[PodObject]:
         """The pods a Deployment or Job selects (all phases), oldest first."""
         dns_label(namespace, "namespace")
         dns_subdomain(name, f"{kind} name")
         group = "apps/v1" if kind == "deployment" else "batch/v1"
-        try:
-            obj = self._get(
-                f"/apis/{group}/namespaces/{namespace}/{WORKLOAD_KINDS[kind]}/{quote(name)}",
-                what=f"get {kind} {namespace}/{name}",
-            )
-        except _NotFoundError:
-            self.ensure_namespace(namespace)
-            raise InvalidInput(f"{kind} {name!r} not found in namespace {namespace!r}") from None
+        obj = self._get_object(
+            namespace,
+            kind,
+            name,
+            f"/apis/{group}/namespaces/{namespace}/{WORKLOAD_KINDS[kind]}/{quote(name)}",
+        )
         selector = label_selector((obj.get("spec") or {}).get("selector"))
         if not selector:
             raise OperationFailed(f"{kind} {namespace}/{name} has no pod selector")
