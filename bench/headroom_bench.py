@@ -40,7 +40,7 @@ from urllib.parse import urlencode
 import yaml
 
 from gpuops.adapters.kube import BOUND_PODS, PAGE_SIZE
-from gpuops.lab import kube as labkube
+from gpuops_lab import kube as labkube
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -383,7 +383,7 @@ class Bench:
             err = (self.tmp / "gpuops.err").read_text()[:1000]
             sys.exit(f"gpuops headroom check exited {rc}: {err}")
         doc = json.loads(out.read_text() if rc == 0 else (self.tmp / "gpuops.err").read_text())
-        self.last_gpuops = doc.get("result") or doc.get("error", {}).get("details") or {}
+        self.last_gpuops = doc.get("result") or {}
         return Sample(dt, rss, str(self.last_gpuops.get("verdict", "")))
 
     def kubectl_script(self) -> Sample:

@@ -39,11 +39,13 @@ setup_python() {
   fi
   local stamp=$VENV/.gpuops-lock.sha256
   local want
-  want=$(cat python/requirements-dev.lock python/pyproject.toml | sha256sum | cut -d' ' -f1)
+  want=$(cat python/requirements-dev.lock python/pyproject.toml lab/pyproject.toml | sha256sum | cut -d' ' -f1)
   if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     log "python: installing locked dependencies (python/requirements-dev.lock)"
     "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements-dev.lock
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e python
+    # the product and, beside it, the lab package (which adds `gpuops lab`); the agent
+    # wheelhouse and image hold the product only (scripts/wheelhouse.sh)
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e python -e lab
     echo "$want" >"$stamp"
   fi
 }

@@ -12,9 +12,9 @@ import org.gpuops.StepConfig
     command        : null,  // required: CLI words, e.g. ['headroom', 'check']
     params         : [:],   // JSON object for GPUOPS_PARAMS_FILE, keys as the CLI's option names
     credentials    : [],    // credential bindings, e.g. [type: 'string', id: 'x', variable: 'X']
-    environment    : [:],   // plain, non-secret environment variables, e.g. [GPUOPS_WEBHOOK_URL: url]
+    environment    : [:],   // plain, non-secret environment variables, e.g. [GPUOPS_OUTPUT: 'json']
     cli            : null,  // CLI location; unset: env GPUOPS_CLI, else 'gpuops' on PATH
-    allowCategories: [],    // error categories to return as [ok: false, ...] instead of failing
+    allowCategories: [],    // error categories returned as [ok: false, ...] instead of failing the build
 ]
 
 @Field final Map TYPES = [
@@ -24,7 +24,7 @@ import org.gpuops.StepConfig
 
 @Field final List REQUIRED = ['stepName', 'command']
 
-Object call(Map config = [:]) {
+Map call(Map config = [:]) {
     String stepName = config?.stepName ?: 'gpuopsExec'
     Map cfg
     String script
@@ -117,17 +117,19 @@ Object credentialBinding(Map spec) {
     }
 }
 
-// Reads the result (status 0) or the error document and turns it into the step's outcome.
-Object outcome(String stepName, List allowCategories, int status, Map files) {
+// Reads the result (status 0) or the error document and turns it into the step's outcome:
+// always [ok: Boolean, result: Map, error: Map or null]. A failure whose category the caller
+// allows returns ok: false with the CLI's "result" (e.g. a refused gate's numbers); any other
+// failure fails the build.
+Map outcome(String stepName, List allowCategories, int status, Map files) {
     if (status == 0) {
         Map result = readDocument(stepName, files.result, 'result', true)?.result ?: [:]
-        return allowCategories ? [ok: true, result: result, error: null] : result
+        return [ok: true, result: result, error: null]
     }
     Map document = readDocument(stepName, files.error, 'error', false)
     Map failure = CliContract.errorOf(document, status)
     if (allowCategories.contains(failure.category)) {
-        Map result = CliContract.refusalResult(document) ?:
-            readDocument(stepName, files.result, 'result', false)?.result ?: [:]
+        Map result = document?.result instanceof Map ? (Map) document.result : [:]
         return [ok: false, result: result, error: failure]
     }
     error(CliContract.errorText(stepName, failure))

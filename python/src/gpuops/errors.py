@@ -35,26 +35,32 @@ EXIT_CODE_DOC: dict[ExitCode, str] = {
 
 
 class GpuOpsError(Exception):
-    """Base of every error gpuops reports to its user."""
+    """Base of every error gpuops reports to its user.
+
+    ``message`` and ``hint`` are built from gpuops' own words and safe fields only (names,
+    counts, the input that was wrong): never from a third-party exception's text, which can
+    carry credentials. ``field`` names the parameter an invalid value came in.
+    """
 
     exit_code: ClassVar[ExitCode] = ExitCode.INTERNAL
     category: ClassVar[str] = "internal"
 
-    def __init__(self, message: str, *, hint: str | None = None, details: Any = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.details = details
+        self.field = field
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``error`` object of the error document."""
         doc: dict[str, Any] = {
             "message": self.message,
             "category": self.category,
             "hint": self.hint,
             "exit_code": int(self.exit_code),
         }
-        if self.details is not None:
-            doc["details"] = self.details
+        if self.field is not None:
+            doc["field"] = self.field
         return doc
 
 

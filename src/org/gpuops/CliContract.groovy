@@ -111,7 +111,7 @@ class CliContract implements Serializable {
         return doc.version
     }
 
-    /** The error map (message, category, hint, exitCode) from an error document, filling gaps from the exit status. */
+    /** The error map (message, category, hint, exitCode, field) from an error document, filling gaps from the exit status. */
     @NonCPS
     static Map errorOf(Object doc, int status) {
         Map error = (doc instanceof Map && doc.error instanceof Map) ? (Map) doc.error : [:]
@@ -124,26 +124,16 @@ class CliContract implements Serializable {
             category: category.toString(),
             hint    : error.hint ? error.hint.toString() : null,
             exitCode: (error.exit_code instanceof Number) ? ((Number) error.exit_code).intValue() : status,
+            field   : error.field ? error.field.toString() : null,
         ]
         return result
-    }
-
-    /**
-     * The data behind a refusal the caller allowed (e.g. a gate's numbers): the error's
-     * "details" object, else a top-level "result" object, else an empty map.
-     */
-    @NonCPS
-    static Map refusalResult(Map document) {
-        if (document?.error instanceof Map && document.error.details instanceof Map) {
-            return (Map) document.error.details
-        }
-        return document?.result instanceof Map ? (Map) document.result : [:]
     }
 
     /** The text of the build error for a failed CLI call: `[step] message (category)`, then the hint. */
     @NonCPS
     static String errorText(String stepName, Map error) {
-        String text = "[${stepName}] ${error.message} (${error.category})"
+        String field = error.field ? "${StepParams.stepName(error.field.toString())}: " : ''
+        String text = "[${stepName}] ${field}${error.message} (${error.category})"
         if (error.hint) {
             text += "\nHint: ${error.hint}"
         }

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from fleetlab import FleetLab, fleet_down, need_root_tools, short_lab_dir
 
-from gpuops.lab import Lab, LabConfig
+from gpuops_lab import Lab, LabConfig
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@
 * ``simple_index``: that wheelhouse served as a PEP 503 "simple" index on 127.0.0.1 by
   ``python -m http.server`` (an internal index, as Artifactory/devpi/Nexus serve one).
 * ``agent_image`` (lab): the Python base image (Debian bookworm from debootstrap, cached, see
-  :mod:`gpuops.lab.pythonbase`) pushed to the lab registry, and the agent image built from
+  :mod:`gpuops_lab.pythonbase`) pushed to the lab registry, and the agent image built from
   ``resources/org/gpuops/agent/Containerfile`` on it through the lab's Podman API, pushed too.
 
 Wire it from tests/python/conftest.py: ``pytest_plugins = [..., "integration.conftest_agent"]``.
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from integration.conftest_registry import RegistryLab, pushed_digest
 
-from gpuops.lab import proc, pythonbase
+from gpuops_lab import proc, pythonbase
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT = ROOT / "resources" / "org" / "gpuops" / "agent"

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gpuops.lab import Lab, LabConfig, proc
-from gpuops.lab import kube as labkube
+from gpuops_lab import Lab, LabConfig, proc
+from gpuops_lab import kube as labkube
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from gpuops.lab import Lab, LabConfig, proc
-from gpuops.lab import builder as labbuilder
-from gpuops.lab import registry as labregistry
+from gpuops_lab import Lab, LabConfig, proc
+from gpuops_lab import builder as labbuilder
+from gpuops_lab import registry as labregistry
 
 #: The Accept header of the retag recipe (LAB.md): without it the registry down-converts.
 MANIFEST_TYPES = ", ".join(

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gpuops.lab import Lab, proc
-from gpuops.lab import fleet as labfleet
+from gpuops_lab import Lab, proc
+from gpuops_lab import fleet as labfleet
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -1,6 +1,6 @@
 """The agent image (the recommended path), built and run for real in the lab.
 
-A Python-capable base (Debian bookworm from debootstrap, see gpuops.lab.pythonbase) is pushed
+A Python-capable base (Debian bookworm from debootstrap, see gpuops_lab.pythonbase) is pushed
 to the lab registry; resources/org/gpuops/agent/Containerfile is built on it through the lab's
 Podman API with the offline wheelhouse in the build context, pushed, pulled back and run.
 """
@@ -19,7 +19,7 @@ from integration.conftest_agent import (
 )
 from integration.conftest_registry import RegistryLab, split_ref
 
-from gpuops.lab import pythonbase
+from gpuops_lab import pythonbase
 
 pytestmark = pytest.mark.lab
 

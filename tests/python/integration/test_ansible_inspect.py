@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fleetlab import VENV_BIN, FleetLab
 
-from gpuops.lab import fleet as labfleet
+from gpuops_lab import fleet as labfleet
 
 pytestmark = pytest.mark.timeout(300)
 

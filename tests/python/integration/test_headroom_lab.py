@@ -24,7 +24,7 @@ from integration.conftest_kube import KubeLab, wait_until
 from kubernetes.client.exceptions import ApiException
 
 from gpuops.cli.main import run
-from gpuops.lab import kube as labkube
+from gpuops_lab import kube as labkube
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -391,7 +391,7 @@ def test_shortage_is_exit_3_with_numbers_and_a_webhook(
     # a1: 8 - 4 used, a2: 8 free -> 12 free; keeping 8 leaves room for one 4-GPU pod
     assert (a["free"], a["reserve"], a["pods_placeable"]) == (12, 8, 1)
     assert f"class {A}: 1 pod(s) fit" in doc["error"]["message"]
-    assert details["notification"] == "sent (HTTP 204)"
+    assert details["notification"] == {"status": "sent", "detail": "HTTP 204"}
     (note,) = _Hook.received
     assert note["event"] == "gpu-headroom-shortage" and note["gpus_needed"] == 8
     assert A in note["text"]

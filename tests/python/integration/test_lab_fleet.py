@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fleetlab import FleetLab, fleet_down, need_root_tools, short_lab_dir
 
-from gpuops.lab import Lab, LabConfig, netns
-from gpuops.lab import fleet as labfleet
+from gpuops_lab import Lab, LabConfig, netns
+from gpuops_lab import fleet as labfleet
 
 pytestmark = pytest.mark.timeout(300)
 

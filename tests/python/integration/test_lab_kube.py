@@ -15,8 +15,8 @@ from integration.conftest_kube import KubeLab, down_kube_only, wait_until
 from kubernetes import client
 
 from gpuops.cli.main import run
-from gpuops.lab import Lab, LabConfig, proc
-from gpuops.lab import kube as labkube
+from gpuops_lab import Lab, LabConfig, proc
+from gpuops_lab import kube as labkube
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -23,10 +23,10 @@ from integration.conftest_registry import (
     start_registry_lab,
 )
 
-from gpuops.lab import builder as labbuilder
-from gpuops.lab import proc
-from gpuops.lab import registry as labregistry
-from gpuops.lab.baseimage import BUSYBOX
+from gpuops_lab import builder as labbuilder
+from gpuops_lab import proc
+from gpuops_lab import registry as labregistry
+from gpuops_lab.baseimage import BUSYBOX
 
 pytestmark = pytest.mark.lab
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import gpuops
@@ -56,3 +57,55 @@ def test_offline_install_into_fresh_venv(wheelhouse: Path, tmp_path: Path) -> No
         [str(venv / "bin" / "python"), "-c", "import ansible, kubernetes, docker, jenkins, click"],
         check=True,
     )
+    # the product only: no lab module, no `lab` command, and its own Ansible content
+    py = str(venv / "bin" / "python")
+    probe = subprocess.run(
+        [py, "-c", "import importlib.util as u; print(u.find_spec('gpuops_lab') is None)"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.strip() == "True"
+    help_text = subprocess.run(
+        [str(venv / "bin" / "gpuops"), "--help"], check=True, capture_output=True, text=True
+    ).stdout
+    assert "headroom" in help_text
+    assert "\n  lab " not in help_text
+    lab = subprocess.run(
+        [str(venv / "bin" / "gpuops"), "--output", "json", "lab", "status"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lab.returncode == 2, lab.stderr
+    assert "No such command 'lab'" in json.loads(lab.stderr)["error"]["message"]
+    where = subprocess.run(
+        [py, "-c", "from gpuops.content import ansible_dir; print(ansible_dir())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert Path(where).is_relative_to(venv)
+    assert _tree(Path(where)) == _tree(ROOT / "ansible")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_product_wheel_has_no_lab_module_and_ships_the_ansible_content(wheelhouse: Path) -> None:
+    (wheel,) = wheelhouse.glob("gpuops-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        shipped = {
+            n.removeprefix("gpuops/ansible/"): zf.read(n)
+            for n in names
+            if n.startswith("gpuops/ansible/") and not n.endswith("/")
+        }
+    assert not [n for n in names if "gpuops_lab" in n or n.startswith("gpuops/lab/")]
+    assert shipped == _tree(ROOT / "ansible")
+    assert not list(wheelhouse.glob("gpuops_lab-*.whl"))

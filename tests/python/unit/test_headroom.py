@@ -8,7 +8,7 @@ import pytest
 
 from gpuops.adapters.kubedecode import label_selector, node_from_api, pod_from_api
 from gpuops.core import explain as ex
-from gpuops.core.headroom import Policy, QuotaLimit, Shape, check, render
+from gpuops.core.headroom import Policy, QuotaLimit, Shape, check
 from gpuops.core.kubeinput import (
     parse_class_counts,
     parse_node_affinity,
@@ -28,6 +28,7 @@ from gpuops.core.kubemodel import (
     pod_requests,
 )
 from gpuops.errors import InvalidInput
+from gpuops.render.headroom import headroom_table as render
 
 GPU = "nvidia.com/gpu"
 MIG = "nvidia.com/mig-1g.10gb"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpuops.lab import gpus, installer, nvsmi
-from gpuops.lab.spec import GpuHost
+from gpuops_lab import gpus, installer, nvsmi
+from gpuops_lab.spec import GpuHost
 
 A100 = GpuHost(name="gpu-a100-01", model="a100-80g", driver="535.161.08", group="gpu_a100")
 L40S = GpuHost(name="gpu-l40s-01", model="l40s", driver="550.90.07", group="gpu_l40s")

@@ -1,4 +1,4 @@
-"""Pure parts of gpuops.lab.pythonbase: which Debian mirror it uses, and the cache key."""
+"""Pure parts of gpuops_lab.pythonbase: which Debian mirror it uses, and the cache key."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.lab import pythonbase
+from gpuops_lab import pythonbase
 
 DEB822 = """\
 Types: deb

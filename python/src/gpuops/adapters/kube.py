@@ -18,7 +18,9 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -125,17 +127,52 @@ class KubeClient:
                 f"the Kubernetes API at {self.server} sent invalid JSON for {what}"
             ) from None
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """One API call (GET, POST, PUT, PATCH, DELETE) with a JSON body; the decoded answer.
+
+        Errors name ``what`` and the server: :class:`NotFound` (404), :class:`Conflict` (409,
+        e.g. a stale resourceVersion or an object that exists), :class:`Unreachable`
+        (transport, 5xx), :class:`~gpuops.errors.OperationFailed` (401/403 and the rest).
+        """
+        data = self._call(method, path, query, body, content_type, what=what)
+        return self._parse(data, what) if data.strip() else {}
+
     def _get_raw(self, path: str, query: Mapping[str, Any] | None = None, *, what: str) -> bytes:
         """GET ``path``; the body, undecoded. Errors name ``what`` and the server."""
+        return self._call("GET", path, query, None, "application/json", what=what)
+
+    def _call(
+        self,
+        verb: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        payload: Any,
+        content_type: str,
+        *,
+        what: str,
+    ) -> bytes:
         import urllib3  # noqa: PLC0415
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
         url = path + ("?" + urlencode(query) if query else "")
+        headers_in = {"Accept": "application/json"}
+        if payload is not None:
+            headers_in["Content-Type"] = content_type
         try:
             method, full, headers, body, post = self._api.param_serialize(
-                "GET",
+                verb,
                 url,
-                header_params={"Accept": "application/json"},
+                header_params=headers_in,
+                body=payload,
                 auth_settings=["BearerToken"],
             )
             resp = self._api.call_api(
@@ -159,7 +196,9 @@ class KubeClient:
                 hint="is the cluster up? check the kubeconfig's server address",
             ) from None
         if status == 404:
-            raise _NotFoundError(what)
+            raise NotFound(f"{what}: not found on {self.server}")
+        if status == 409:
+            raise Conflict(f"{what}: conflict on {self.server}: {_status_message(data)}")
         if status == 410:
             raise _ExpiredError(what)
         if status in (401, 403):
@@ -264,11 +303,30 @@ class KubeClient:
             fieldSelector=BOUND_PODS,
         )
 
+    def list_nodes_and_bound_pods(
+        self, resources: frozenset[str] | None = None
+    ) -> tuple[list[Node], list[Pod], dict[str, float]]:
+        """Nodes and bound pods, listed concurrently; with the seconds each list took."""
+        timings: dict[str, float] = {}
+
+        def timed(name: str, fn: Callable[[], list[T]]) -> list[T]:
+            t0 = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                timings[name] = round(time.perf_counter() - t0, 3)
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuops-nodes") as pool:
+            nodes_future = pool.submit(timed, "list_nodes", partial(self.list_nodes, resources))
+            pods = timed("list_pods", partial(self.list_bound_pods, resources))
+            nodes = nodes_future.result()
+        return nodes, pods, timings
+
     def ensure_namespace(self, namespace: str) -> None:
         dns_label(namespace, "namespace")
         try:
             self._get(f"/api/v1/namespaces/{namespace}", what=f"get namespace {namespace}")
-        except _NotFoundError:
+        except NotFound:
             raise InvalidInput(
                 f"namespace {namespace!r} does not exist on {self.server}",
                 hint="check --namespace (kubectl get namespaces)",
@@ -315,7 +373,7 @@ class KubeClient:
         """GET one named object; a 404 names the missing namespace, else the object."""
         try:
             return self._get(path, what=f"get {kind} {namespace}/{name}")
-        except _NotFoundError:
+        except NotFound:
             self.ensure_namespace(namespace)
             raise InvalidInput(f"{kind} {name!r} not found in namespace {namespace!r}") from None
 
@@ -342,8 +400,13 @@ class KubeClient:
         return [obj for _, obj in sorted(items, key=lambda item: item[0])]
 
 
-class _NotFoundError(GpuOpsError):
-    """Internal: a 404 the caller turns into an error naming its input."""
+class NotFound(OperationFailed):
+    """404: the object (or its namespace) does not exist; callers that know which input
+    named it turn it into an :class:`~gpuops.errors.InvalidInput`."""
+
+
+class Conflict(OperationFailed):
+    """409: the object exists already, or changed since it was read (resourceVersion)."""
 
 
 class _ExpiredError(GpuOpsError):
@@ -361,15 +424,27 @@ def _continue_token(raw: bytes) -> str:
     return m.group(1).decode() if m else ""
 
 
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
+    """Pause the cyclic garbage collector while any thread decodes a LIST."""
+    global _gc_pausers, _gc_was_enabled  # noqa: PLW0603 - one collector per process
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _pod_object(obj: Mapping[str, Any]) -> PodObject:

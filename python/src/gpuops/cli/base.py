@@ -5,22 +5,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec
+from typing import Any
 
 import click
 
+from gpuops.cli.types import check_param_value
 from gpuops.contract import load_params
-from gpuops.errors import InvalidInput
-
-P = ParamSpec("P")
+from gpuops.errors import GpuOpsError, InvalidInput
 
 
 @dataclass
 class Outcome:
-    """What a command returns: machine data (the JSON result) and its human rendering."""
+    """What a command returns: machine data (the JSON result), its human rendering, and,
+    when the operation ran but the answer is no (a refused gate, failed hosts), the error
+    that sets the exit code. ``data`` is the ``result`` of the result or error document."""
 
     data: Mapping[str, Any]
     text: str = ""
+    error: GpuOpsError | None = None
 
 
 @dataclass
@@ -36,11 +38,16 @@ class Runtime:
     params_used: dict[str, Any] = field(default_factory=dict)
 
 
+def _options(command: click.Command) -> dict[str, click.Option]:
+    return {p.name: p for p in command.params if isinstance(p, click.Option) and p.name}
+
+
 class GpuOpsCommand(click.Command):
     """A command whose option defaults may come from the JSON parameters file.
 
     Keys must name options of this command; an unknown key is an input error (a typo in a
-    Jenkinsfile must not be silently ignored).
+    Jenkinsfile must not be silently ignored). Each value is checked against its option's
+    JSON kinds and converted once here, so a bad value is reported naming its key.
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -49,16 +56,29 @@ class GpuOpsCommand(click.Command):
             runtime.command = ctx.command_path.removeprefix(ctx.find_root().info_name or "").strip()
             if runtime.params_file:
                 params = load_params(runtime.params_file)
-                known = {p.name for p in self.params if isinstance(p, click.Option) and p.name}
-                unknown = sorted(set(params) - known)
+                options = _options(self)
+                unknown = sorted(set(params) - set(options))
                 if unknown:
                     raise InvalidInput(
                         f"unknown parameter(s) {', '.join(unknown)} for 'gpuops {runtime.command}'",
-                        hint=f"known parameters: {', '.join(sorted(known))}",
+                        hint=f"known parameters: {', '.join(sorted(options))}",
                     )
+                for key, value in params.items():
+                    _check_param(ctx, options[key], key, value)
                 ctx.default_map = {**(ctx.default_map or {}), **params}
                 runtime.params_used = params
         return super().parse_args(ctx, args)
+
+
+def _check_param(ctx: click.Context, option: click.Option, key: str, value: Any) -> None:
+    flag = option.opts[0] if option.opts else key
+    try:
+        check_param_value(option, value)
+        option.type_cast_value(ctx, value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"parameter {key} ({flag}): {exc.message}", field=key) from None
+    except click.BadParameter as exc:
+        raise InvalidInput(f"parameter {key} ({flag}): {exc.message}", field=key) from None
 
 
 class GpuOpsGroup(click.Group):

@@ -1,12 +1,21 @@
-"""``gpuops``: the root command, global options, output and exit-code mapping."""
+"""``gpuops``: the root command, global options, output and exit-code mapping.
+
+Command groups are imported only when invoked (``gpuops --version`` and ``--help`` import no
+Kubernetes, Docker or Ansible library): the product's groups are listed in
+:data:`COMMANDS`, other distributions add theirs through the ``gpuops.commands`` entry point
+group (the lab package adds ``gpuops lab``).
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -21,10 +30,25 @@ from gpuops.contract import (
     result_document,
     write_document,
 )
-from gpuops.errors import ExitCode, GpuOpsError, InternalError, InvalidInput, error_categories
-from gpuops.logs import configure_logging
+from gpuops.errors import (
+    ExitCode,
+    GpuOpsError,
+    InternalError,
+    InvalidInput,
+    OperationFailed,
+    error_categories,
+)
+from gpuops.logs import configure_logging, redact, secret_values
 
 log = logging.getLogger(__name__)
+
+#: The product's command groups: name -> "module:attribute", imported on first use.
+COMMANDS: dict[str, str] = {
+    "describe": "gpuops.cli.describe:describe",
+    "headroom": "gpuops.cli.headroom:headroom",
+}
+#: Entry point group through which other distributions add command groups.
+PLUGIN_GROUP = "gpuops.commands"
 
 
 def _exit_code_help() -> str:
@@ -37,8 +61,40 @@ def _exit_code_help() -> str:
     )
 
 
+def plugin_commands() -> dict[str, str]:
+    """Command groups other installed distributions add: name -> "module:attribute"."""
+    from importlib.metadata import entry_points  # noqa: PLC0415 - only when listing commands
+
+    return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in COMMANDS}
+
+
+def _load(target: str) -> click.Command:
+    module, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    if not isinstance(command, click.Command):
+        raise InternalError(f"{target} is not a click command")
+    return command
+
+
+class RootGroup(GpuOpsGroup):
+    """The root group: product commands from :data:`COMMANDS`, plugins from entry points."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *plugin_commands(), *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = COMMANDS.get(cmd_name) or plugin_commands().get(cmd_name)
+        if target is None:
+            return None
+        command = _load(target)
+        self.commands[cmd_name] = command
+        return command
+
+
 @click.group(
-    cls=GpuOpsGroup,
+    cls=RootGroup,
     invoke_without_command=True,
     epilog=_exit_code_help(),
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -88,11 +144,8 @@ def cli(
     """
     runtime = ctx.ensure_object(Runtime)
     runtime.output, runtime.debug = output, debug
-    runtime.params_file, runtime.result_file, runtime.error_file = (
-        params_file,
-        result_file,
-        error_file,
-    )
+    runtime.params_file = params_file or None
+    runtime.result_file, runtime.error_file = result_file or None, error_file or None
     configure_logging(debug)
     if version:
         runtime.command = "version"
@@ -100,19 +153,35 @@ def cli(
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)
+    for what, path in (("result", runtime.result_file), ("error", runtime.error_file)):
+        _check_writable(what, path)
     return None
 
 
-def _register_commands() -> None:
-    from gpuops.cli import headroom, lab  # noqa: PLC0415 - keeps start-up import cost per command
-
-    cli.add_command(lab.lab)
-    cli.add_command(headroom.headroom)
+def _check_writable(what: str, path: str | None) -> None:
+    """Refuse, before anything runs, a result/error file that could not be written."""
+    if not path:
+        return
+    parent = Path(path).parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        env = RESULT_ENV if what == "result" else ERROR_ENV
+        raise InvalidInput(
+            f"the {what} file {path} cannot be written: {parent} is not a writable directory",
+            hint=f"point --{what}-file / ${env} into an existing, writable directory",
+            field=f"{what}_file",
+        )
 
 
 def _emit(runtime: Runtime, outcome: Outcome) -> None:
     if runtime.result_file:
-        write_document(runtime.result_file, result_document(runtime.command, outcome.data))
+        try:
+            write_document(runtime.result_file, result_document(runtime.command, outcome.data))
+        except OSError as exc:
+            raise OperationFailed(
+                f"the result file {runtime.result_file} could not be written "
+                f"({exc.strerror or type(exc).__name__})",
+                hint="the operation itself completed; check the path and free space",
+            ) from None
     if runtime.output == "json":
         if runtime.command == "version":
             doc: Mapping[str, Any] = outcome.data
@@ -123,20 +192,27 @@ def _emit(runtime: Runtime, outcome: Outcome) -> None:
         click.echo(outcome.text)
 
 
-def _fail(runtime: Runtime, error: GpuOpsError) -> int:
-    details = error.details if isinstance(error.details, Mapping) else None
-    doc = error_document(runtime.command, error, details)
+def _fail(runtime: Runtime, error: GpuOpsError, outcome: Outcome | None = None) -> int:
+    """Report ``error``: the error document (with the operation's ``result`` when it ran,
+    e.g. a refused gate's numbers) to the error file and, as asked, stderr."""
+    secrets = secret_values()
+    error.message = redact(error.message, secrets)
+    error.hint = redact(error.hint, secrets) if error.hint else error.hint
+    doc = error_document(runtime.command, error, outcome.data if outcome else None)
     if runtime.error_file:
         try:
             write_document(runtime.error_file, doc)
         except OSError as exc:  # the error must still reach the user
-            click.echo(f"gpuops: cannot write {runtime.error_file}: {exc}", err=True)
+            click.echo(
+                f"gpuops: cannot write the error file {runtime.error_file}: "
+                f"{exc.strerror or type(exc).__name__}",
+                err=True,
+            )
     if runtime.output == "json":
         click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str), err=True)
     else:
-        text = getattr(error, "text", None)
-        if text:
-            click.echo(text)
+        if outcome is not None and outcome.text:
+            click.echo(outcome.text)
         click.echo(f"gpuops: error: {error.message}", err=True)
         if error.hint:
             click.echo(f"hint: {error.hint}", err=True)
@@ -145,12 +221,10 @@ def _fail(runtime: Runtime, error: GpuOpsError) -> int:
 
 def _presumed_runtime(argv: Sequence[str]) -> Runtime:
     """Global options as far as they can be known when parsing itself failed."""
-    import os  # noqa: PLC0415
-
     runtime = Runtime(
         output=os.environ.get("GPUOPS_OUTPUT", "text"),
-        result_file=os.environ.get(RESULT_ENV),
-        error_file=os.environ.get(ERROR_ENV),
+        result_file=os.environ.get(RESULT_ENV) or None,
+        error_file=os.environ.get(ERROR_ENV) or None,
     )
     args = list(argv)
     for i, arg in enumerate(args):
@@ -160,6 +234,8 @@ def _presumed_runtime(argv: Sequence[str]) -> Runtime:
             runtime.output = arg.partition("=")[2]
         elif arg == "--error-file" and i + 1 < len(args):
             runtime.error_file = args[i + 1]
+        elif arg.startswith("--error-file="):
+            runtime.error_file = arg.partition("=")[2]
         elif arg == "--debug":
             runtime.debug = True
     if runtime.output not in ("text", "json"):
@@ -167,22 +243,34 @@ def _presumed_runtime(argv: Sequence[str]) -> Runtime:
     return runtime
 
 
+def _usage_error(exc: click.UsageError) -> InvalidInput:
+    hint = f"see '{exc.ctx.command_path} --help'" if exc.ctx is not None else None
+    field = None
+    if isinstance(exc, click.BadParameter | click.MissingParameter) and exc.param is not None:
+        field = exc.param.name
+    return InvalidInput(exc.format_message(), hint=hint, field=field)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run gpuops with ``argv`` and return its exit code (no ``sys.exit``)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _register_commands()
     runtime = _presumed_runtime(args)
+    outcome: Outcome | None = None
     try:
-        outcome = cli.main(args=args, prog_name="gpuops", standalone_mode=False, obj=runtime)
+        result = cli.main(args=args, prog_name="gpuops", standalone_mode=False, obj=runtime)
+        if isinstance(result, int):  # --help and friends under standalone_mode=False
+            return result
+        if isinstance(result, Outcome):
+            outcome = result
+            if outcome.error is not None:
+                return _fail(runtime, outcome.error, outcome)
+            _emit(runtime, outcome)
     except GpuOpsError as error:
-        return _fail(runtime, error)
+        return _fail(runtime, error, outcome)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.UsageError as exc:
-        hint = None
-        if exc.ctx is not None:
-            hint = f"see '{exc.ctx.command_path} --help'"
-        return _fail(runtime, InvalidInput(exc.format_message(), hint=hint))
+        return _fail(runtime, _usage_error(exc))
     except click.Abort:
         return _fail(runtime, InvalidInput("aborted"))
     except click.ClickException as exc:
@@ -193,14 +281,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _fail(
             runtime,
             InternalError(
-                f"unexpected {type(exc).__name__}: {exc}",
+                f"unexpected {type(exc).__name__} in 'gpuops {runtime.command}'",
                 hint="rerun with --debug for the traceback and report it",
             ),
         )
-    if isinstance(outcome, int):  # --help and friends under standalone_mode=False
-        return outcome
-    if isinstance(outcome, Outcome):
-        _emit(runtime, outcome)
     return int(ExitCode.OK)
 
 

@@ -341,23 +341,3 @@ def explain(
         summary=_summary(len(nodes), counts, fits, pod),
         fixes=_fixes(pod, fits, usage),
     )
-
-
-def render(result: ExplainResult, *, all_nodes: bool = False) -> str:
-    lines = [
-        f"pod {result.pod.key} requests "
-        + ", ".join(f"{k}={v}" for k, v in sorted(result.pod.requests.items()))
-    ]
-    shown = [f for f in result.nodes if all_nodes or not f.fits]
-    for f in shown[: None if all_nodes else 50]:
-        why = "; ".join(f"{k}: {v}" for k, v in f.failures.items()) or "fits"
-        lines.append(f"  {f.name:<28} {f.node_class:<20} {why}")
-    if len(shown) > 50 and not all_nodes:
-        lines.append(f"  ... {len(shown) - 50} more nodes (see --output json)")
-    lines.append(result.summary)
-    if result.event_message:
-        agree = result.agrees_with(result.event_message)
-        mark = {True: "agrees", False: "DIFFERS", None: "not comparable"}[agree]
-        lines.append(f"scheduler said ({mark}): {result.event_message}")
-    lines.extend(f"fix: {fix}" for fix in result.fixes)
-    return "\n".join(lines)

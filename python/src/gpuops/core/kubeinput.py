@@ -25,11 +25,13 @@ from gpuops.errors import InvalidInput
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DIGITS = re.compile(r"[0-9]{1,9}")
+_MAX_COUNT = 10**9
 
 
 def dns_label(value: str, what: str) -> str:
     """A namespace name: RFC 1123 label, at most 63 characters."""
-    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise InvalidInput(
             f"{what} {value!r} is not a valid name: lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters"
@@ -39,7 +41,7 @@ def dns_label(value: str, what: str) -> str:
 
 def dns_subdomain(value: str, what: str) -> str:
     """An object name (pod, deployment, job): RFC 1123 subdomain, at most 253 characters."""
-    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise InvalidInput(
             f"{what} {value!r} is not a valid name: lowercase letters, digits, '-' and '.', "
             "at most 253 characters"
@@ -52,9 +54,9 @@ def qualified_name(value: str, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{what} {value!r} must be a string")
     prefix, slash, name = value.rpartition("/")
-    ok = bool(name) and len(name) <= 63 and bool(_NAME_PART.match(name))
+    ok = bool(name) and len(name) <= 63 and bool(_NAME_PART.fullmatch(name))
     if slash:
-        ok = ok and len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))
+        ok = ok and len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix))
     if not ok:
         raise InvalidInput(
             f"{what} {value!r} is not a valid key: an optional DNS prefix and '/', then at most "
@@ -63,8 +65,21 @@ def qualified_name(value: str, what: str) -> str:
     return value
 
 
+def extended_resource(value: str, what: str) -> str:
+    """An extended resource name as Kubernetes accepts one: ``domain/name`` (e.g.
+    ``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb``), outside the ``kubernetes.io`` domain."""
+    qualified_name(value, what)
+    prefix, slash, _ = value.rpartition("/")
+    if not slash or prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        raise InvalidInput(
+            f"{what} {value!r} is not an extended resource name: it needs a domain prefix "
+            "outside kubernetes.io, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb"
+        )
+    return value
+
+
 def label_value(value: str, what: str) -> str:
-    if not isinstance(value, str) or len(value) > 63 or (value and not _NAME_PART.match(value)):
+    if not isinstance(value, str) or len(value) > 63 or (value and not _NAME_PART.fullmatch(value)):
         raise InvalidInput(
             f"{what} {value!r} is not a valid label value: at most 63 letters, digits, '-', "
             "'_' or '.', starting and ending with a letter or digit"
@@ -249,11 +264,16 @@ def parse_class_counts(value: str | Mapping[str, Any] | None, what: str) -> dict
     out: dict[str, int] = {}
     for key, num in raw.items():
         label_value(key, f"{what} class")
-        try:
-            count = int(num)
-        except (TypeError, ValueError):
+        if isinstance(num, str) and _DIGITS.fullmatch(num.strip()):
+            count = int(num.strip())
+        elif isinstance(num, int) and not isinstance(num, bool):
+            count = num
+        else:
             count = -1
-        if isinstance(num, bool) or count < 0 or (isinstance(num, float) and num != count):
-            raise InvalidInput(f"{what} for class {key!r} must be a whole number >= 0, not {num!r}")
+        if count < 0 or count > _MAX_COUNT:
+            raise InvalidInput(
+                f"{what} for class {key!r} must be a whole number from 0 to {_MAX_COUNT}, "
+                f"not {num!r}"[:200]
+            )
         out[key] = count
     return out

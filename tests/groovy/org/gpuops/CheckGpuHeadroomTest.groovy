@@ -28,18 +28,26 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
         'Hint: free GPUs on nvidia-h800 or relax nodeSelector'
 
     @Test
-    void runsHeadroomCheckWithDefaultsAndReturnsTheNumbers() {
+    void sendsOnlyWhatTheUserSetAndReturnsTheNumbers() {
         cliSucceeds(WORDS, FITS)
 
         Object result = runStep('checkGpuHeadroom', [gpusPerPod: 4])
 
         assertEquals(FITS, result)
         assertEquals([VERSION_SCRIPT, "'gpuops' 'headroom' 'check'"], shCalls*.script)
-        assertEquals([gpus_per_pod: 4, pods: 1, node_selector: [:], tolerations: [], namespace: 'default',
-                      resource: 'nvidia.com/gpu', reserve: 0, reserve_per_class: [:], group_by: 'accelerator'],
-            paramsOfLastCall())
+        assertEquals('the CLI supplies every default', [gpus_per_pod: 4], paramsOfLastCall())
         assertTrue('no credentials without credential ids', boundVariables.isEmpty())
         assertJobStatusSuccess()
+    }
+
+    @Test
+    void theBuildUrlBecomesTheNotificationLink() {
+        cliSucceeds(WORDS, FITS)
+        env.BUILD_URL = 'https://jenkins.example.invalid/job/release/42/'
+
+        runStep('checkGpuHeadroom', [gpusPerPod: 4])
+
+        assertEquals([gpus_per_pod: 4, link: 'https://jenkins.example.invalid/job/release/42/'], paramsOfLastCall())
     }
 
     @Test
@@ -49,13 +57,14 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
         runStep('checkGpuHeadroom', [
             gpusPerPod: '2', pods: 3, nodeSelector: [accelerator: 'nvidia-h800', zone: 'b'], tolerations: tolerations,
-            namespace: 'training', resource: 'nvidia.com/mig-1g.10gb', reserve: 2,
-            reservePerClass: ['nvidia-l40s': 4], groupBy: 'nvidia.com/gpu.product',
+            namespace: "train${'ing'}", resource: 'nvidia.com/mig-1g.10gb', reserve: 2,
+            reservePerClass: ['nvidia-l40s': 4], groupBy: 'nvidia.com/gpu.product', showNodes: true,
         ])
 
-        assertEquals([gpus_per_pod: 2, pods: 3, node_selector: [accelerator: 'nvidia-h800', zone: 'b'],
+        assertEquals([gpus_per_pod: '2', pods: 3, node_selector: [accelerator: 'nvidia-h800', zone: 'b'],
                       tolerations: tolerations, namespace: 'training', resource: 'nvidia.com/mig-1g.10gb',
-                      reserve: 2, reserve_per_class: ['nvidia-l40s': 4], group_by: 'nvidia.com/gpu.product'],
+                      reserve: 2, reserve_per_class: ['nvidia-l40s': 4], group_by: 'nvidia.com/gpu.product',
+                      show_nodes: true],
             paramsOfLastCall())
     }
 
@@ -71,7 +80,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
     @Test
     void shortageFailsTheBuildByDefault() {
-        cliFails(WORDS, 3, SHORTAGE_ERROR + [details: SHORT])
+        cliFails(WORDS, 3, SHORTAGE_ERROR, [result: SHORT])
 
         assertEquals(SHORTAGE_TEXT, runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 4, pods: 2]))
         assertJobStatusFailure()
@@ -80,7 +89,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
     @Test
     void shortageMarksTheBuildUnstableWhenAskedAndReturnsTheNumbers() {
-        cliFails(WORDS, 3, SHORTAGE_ERROR + [details: SHORT])
+        cliFails(WORDS, 3, SHORTAGE_ERROR, [result: SHORT])
 
         Object result = runStep('checkGpuHeadroom', [gpusPerPod: 4, pods: 2, onShortage: 'unstable'])
 
@@ -101,10 +110,12 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
     }
 
     @Test
-    void invalidInputFromTheCliFails() {
-        cliFails(WORDS, 2, [message: "gpus_per_pod must be at least 1, got 0", category: 'invalid-input'])
+    void invalidInputFromTheCliFailsNamingTheStepParameter() {
+        cliFails(WORDS, 2, [message: 'parameter gpus_per_pod (--gpus-per-pod): 0 is below the minimum of 1',
+                            category: 'invalid-input', field: 'gpus_per_pod'])
 
-        assertEquals('[checkGpuHeadroom] gpus_per_pod must be at least 1, got 0 (invalid-input)',
+        assertEquals('[checkGpuHeadroom] gpusPerPod: parameter gpus_per_pod (--gpus-per-pod): 0 is below the ' +
+            'minimum of 1 (invalid-input)',
             runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 0, onShortage: 'unstable']))
     }
 
@@ -113,7 +124,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
         String webhook = 'https://hooks.example.invalid/T000/B000/XXXXsecretXXXX'
         credentialStore.kube = [content: 'apiVersion: v1\nusers: [{user: {token: kube-secret-token}}]']
         credentialStore.hook = [secret: webhook]
-        cliFails(WORDS, 3, SHORTAGE_ERROR + [details: SHORT])
+        cliFails(WORDS, 3, SHORTAGE_ERROR, [result: SHORT])
 
         runStep('checkGpuHeadroom', [gpusPerPod: 4, kubeconfigCredentialsId: 'kube', webhookCredentialsId: 'hook',
                                      onShortage: 'unstable'])
@@ -128,35 +139,37 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
     }
 
     @Test
-    void aPlainWebhookUrlIsPassedAsEnvironment() {
+    void aWebhookUrlIsAcceptedOnlyAsACredential() {
+        String message = runStepExpectingError('checkGpuHeadroom',
+            [gpusPerPod: 1, webhookUrl: 'http://127.0.0.1:8099/notify'])
+
+        assertTrue(message, message.startsWith('[checkGpuHeadroom] unknown parameter(s) webhookUrl'))
+        assertFalse('the URL is not echoed', message.contains('8099'))
+        assertTrue(shCalls.isEmpty())
+    }
+
+    @Test
+    void theWebhookCredentialIsBoundToTheVariableTheCliReads() {
+        credentialStore.hook = [secret: 'https://hooks.example.invalid/T/B/secret']
         cliSucceeds(WORDS, FITS)
 
-        runStep('checkGpuHeadroom', [gpusPerPod: 1, webhookUrl: 'http://127.0.0.1:8099/notify'])
+        runStep('checkGpuHeadroom', [gpusPerPod: 1, webhookCredentialsId: 'hook', webhookUrlEnv: 'ONCALL_HOOK'])
 
-        assertEquals('http://127.0.0.1:8099/notify', commandCalls().first().env.GPUOPS_WEBHOOK_URL)
-        assertFalse(paramsOfLastCall().containsKey('webhook_url'))
-        assertTrue(boundVariables.isEmpty())
+        assertEquals('https://hooks.example.invalid/T/B/secret', commandCalls().first().env.ONCALL_HOOK)
+        assertEquals([['ONCALL_HOOK']], boundVariables)
+        assertEquals('ONCALL_HOOK', paramsOfLastCall().webhook_url_env)
     }
 
     @Test
     void badParametersAreRejectedBeforeTheCliRuns() {
         Map<Map, String> cases = [
             ([:])                                  : "parameter 'gpusPerPod' is required",
-            ([gpusPerPod: 'two'])                   : "parameter 'gpusPerPod' must be an integer, got 'two' (String)",
-            ([gpusPerPod: 1.5])                     :
-                "parameter 'gpusPerPod' must be an integer, got '1.5' (BigDecimal)",
-            ([gpusPerPod: 1, pods: [2]])            : "parameter 'pods' must be an integer",
             ([gpusPerPod: 1, onShortage: 'ignore']) :
                 "parameter 'onShortage' must be one of 'fail', 'unstable', got 'ignore'",
-            ([gpusPerPod: 1, nodeSelector: 5])      : "parameter 'nodeSelector' must be a Map or a String",
-            ([gpusPerPod: 1, tolerations: ['gpu:NoSchedule']]):
-                "parameter 'tolerations' must be a List of Maps, item 0 is 'gpu:NoSchedule' (String)",
-            ([gpusPerPod: 1, tolerations: [key: 'gpu']]): "parameter 'tolerations' must be a List of Maps",
-            ([gpusPerPod: 1, reservePerClass: 2])   : "parameter 'reservePerClass' must be a Map",
-            ([gpusPerPod: 1, gpuPerPod: 2])         :
-                'unknown parameter(s) gpuPerPod; known parameters: gpusPerPod, pods',
-            ([gpusPerPod: 1, webhookUrl: 'http://127.0.0.1:1/', webhookCredentialsId: 'hook']):
-                "parameters 'webhookUrl' and 'webhookCredentialsId' exclude each other",
+            ([gpusPerPod: 1, kubeconfigCredentialsId: 7]): "parameter 'kubeconfigCredentialsId' must be a String",
+            ([gpusPerPod: 1, gpuPerPod: 2])         : 'unknown parameter(s) gpuPerPod; known parameters: context, ',
+            ([gpusPerPod: 1, pods: Double.NaN])     : "parameter 'pods' is NaN, which JSON cannot carry",
+            ([gpusPerPod: 1, pods: new Object()])   : "parameter 'pods' cannot be passed to the CLI",
         ]
         cases.each { Map config, String expected ->
             String message = runStepExpectingError('checkGpuHeadroom', config)
@@ -164,6 +177,15 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
             assertTrue("${config}: ${message}", message.endsWith(' (invalid-input)'))
         }
         assertTrue('nothing may run for bad parameters', shCalls.isEmpty())
+    }
+
+    @Test
+    void everyCliOptionIsAStepParameter() {
+        List<Map> options = StepParams.options(new File(REPO_ROOT, 'resources/' + StepParams.RESOURCE).text, WORDS)
+        assertTrue(options*.name.containsAll(['gpus_per_pod', 'node_selector', 'reserve_per_class']))
+        options.each { Map option ->
+            assertEquals(option.name, StepParams.cliName(StepParams.stepName(option.name)))
+        }
     }
 
 }

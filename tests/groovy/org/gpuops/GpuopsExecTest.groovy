@@ -21,9 +21,9 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
     void runsTheCommandWordsQuotedAndReturnsTheResult() {
         cliSucceeds(WORDS, [digest: 'sha256:abc', tags: ['1.2']])
 
-        Object result = runStep('gpuopsExec', exec())
+        Object outcome = runStep('gpuopsExec', exec())
 
-        assertEquals([digest: 'sha256:abc', tags: ['1.2']], result)
+        assertEquals([ok: true, result: [digest: 'sha256:abc', tags: ['1.2']], error: null], outcome)
         assertEquals(["'gpuops' --output json --version > \"\$GPUOPS_VERSION_FILE\"", "'gpuops' 'image' 'push'"],
             shCalls*.script)
         assertTrue(shCalls.every { it.returnStatus == true })
@@ -147,17 +147,18 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
 
     @Test
     void allowedCategoriesAreReturnedInsteadOfFailing() {
-        cliFails(WORDS, 3, [message: 'not enough GPUs', category: 'gate-refused', details: [free: 1]])
+        cliFails(WORDS, 3, [message: 'not enough GPUs', category: 'gate-refused'], [result: [free: 1]])
 
         Object outcome = runStep('gpuopsExec', exec(allowCategories: ['gate-refused']))
 
         assertEquals([ok: false, result: [free: 1],
-                      error: [message: 'not enough GPUs', category: 'gate-refused', hint: null, exitCode: 3]], outcome)
+                      error: [message: 'not enough GPUs', category: 'gate-refused', hint: null, exitCode: 3,
+                              field: null]], outcome)
         assertJobStatusSuccess()
     }
 
     @Test
-    void allowedCategoriesWrapSuccessToo() {
+    void successHasTheSameShapeWithOrWithoutAllowedCategories() {
         cliSucceeds(WORDS, [free: 8])
 
         assertEquals([ok: true, result: [free: 8], error: null],

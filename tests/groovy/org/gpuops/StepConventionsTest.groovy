@@ -63,8 +63,23 @@ class StepConventionsTest extends GpuOpsPipelineTest {
                     "(${value == null ? 'required / default none' : value.inspect()}): ${line}", says)
             }
             List<String> documented = lines.findAll { it ==~ /^- [A-Za-z]+ \(.*/ }.collect { it.split(/[ (]/)[1] }
+            List<String> cliParameters = cliOptionsOf(step).collect { StepParams.stepName(it.name.toString()) }
+            assertEquals("vars/${step}.txt must list every option of its CLI command (scripts/step-docs.py --write)",
+                [], cliParameters - documented)
             assertEquals("vars/${step}.txt documents parameters the step does not have",
-                [], documented - defaults.keySet())
+                [], documented - defaults.keySet() - cliParameters)
+            assertEquals("vars/${step}.groovy declares CLI options as its own parameters: the CLI declares them",
+                [], cliParameters.intersect(defaults.keySet() as List))
+        }
+    }
+
+    @Test
+    void everyStepButTheRunnerNamesItsCliCommand() {
+        (steps() - 'gpuopsExec').each { String step ->
+            Object command = binding.getVariable(step).COMMAND
+            assertTrue("vars/${step}.groovy must have @Field final List COMMAND = ['group', 'command']",
+                command instanceof List && !command.isEmpty())
+            cliOptionsOf(step) // throws unless the library's copy of `gpuops describe` has the command
         }
     }
 
@@ -110,6 +125,15 @@ class StepConventionsTest extends GpuOpsPipelineTest {
                     code.contains('import com.cloudbees.groovy.cps.NonCPS'))
             }
         }
+    }
+
+    /** The CLI options of the step's command, from the library's copy of `gpuops describe`. */
+    protected List<Map> cliOptionsOf(String step) {
+        Object command = step == 'gpuopsExec' ? null : binding.getVariable(step).COMMAND
+        if (!(command instanceof List)) {
+            return []
+        }
+        return StepParams.options(new File(REPO_ROOT, "resources/${StepParams.RESOURCE}").text, command)
     }
 
     protected Map defaultsOf(String step) {

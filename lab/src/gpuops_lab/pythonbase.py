@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import OperationFailed
-from gpuops.lab import baseimage, builder
+from gpuops_lab import baseimage, builder
 
 if TYPE_CHECKING:
-    from gpuops.lab import Lab
+    from gpuops_lab import Lab
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gpuops.lab import gpus, installer, nvsmi
-from gpuops.lab.netns import Link
-from gpuops.lab.spec import GpuHost
+from gpuops_lab import gpus, installer, nvsmi
+from gpuops_lab.netns import Link
+from gpuops_lab.spec import GpuHost
 
 KEX = "curve25519-sha256"
 

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from gpuops.lab.spec import GpuHost
+from gpuops_lab.spec import GpuHost
 
 #: Driver versions the lab driver repository serves (``NVIDIA-Linux-x86_64-<v>.run``).
 REPO_DRIVERS: tuple[str, ...] = ("535.161.08", "550.90.07", "570.133.20")

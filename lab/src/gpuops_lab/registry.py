@@ -33,10 +33,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from gpuops.errors import OperationFailed
-from gpuops.lab import proc
+from gpuops_lab import proc
 
 if TYPE_CHECKING:
-    from gpuops.lab import Lab
+    from gpuops_lab import Lab
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from gpuops.errors import InvalidInput, OperationFailed
-from gpuops.lab import proc
-from gpuops.lab.spec import DEFAULT_HOSTS, GpuHost, default_fleet
+from gpuops_lab import proc
+from gpuops_lab.spec import DEFAULT_HOSTS, GpuHost, default_fleet
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,31 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GPUOPS_CACHE", Path.home() / ".cache" / "gpuops"))
 
 
+def _is_checkout(path: Path) -> bool:
+    return (path / "lab" / "kube" / "go.mod").is_file() and (path / "scripts").is_dir()
+
+
 def repo_root() -> Path:
-    """The checkout the lab's non-Python assets (``lab/``, ``ansible/``) come from."""
+    """The gpu-ops checkout, needed only to build the Kubernetes binaries (``lab/kube``,
+    ``scripts/build-kube.sh``): ``$GPUOPS_REPO``, else the checkout this package was installed
+    from (editable), else the current directory or one of its parents."""
     env = os.environ.get("GPUOPS_REPO")
     if env:
+        if not _is_checkout(Path(env)):
+            raise InvalidInput(
+                f"GPUOPS_REPO={env} is not a gpu-ops checkout (no lab/kube/go.mod there)",
+                hint="point GPUOPS_REPO at a clone of gpu-ops, or unset it",
+            )
         return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "lab").is_dir() and (parent / "python").is_dir():
+    cwd = Path.cwd().resolve()
+    for parent in (*Path(__file__).resolve().parents, cwd, *cwd.parents):
+        if _is_checkout(parent):
             return parent
     raise OperationFailed(
-        "the lab needs a gpu-ops checkout (its lab/ and ansible/ folders)",
-        hint="run from a clone, or set GPUOPS_REPO to the checkout",
+        "building the lab's Kubernetes binaries needs a gpu-ops checkout (lab/kube, scripts/); "
+        f"none found above {cwd} or the installed gpuops_lab package",
+        hint="run from inside a clone, set GPUOPS_REPO to one, or build the binaries once "
+        "with scripts/build-kube.sh (they are cached in $GPUOPS_CACHE)",
     )
 
 
@@ -71,7 +84,7 @@ class Component(Protocol):
 
 
 def _component(name: str) -> Component:
-    module: ModuleType = importlib.import_module(f"gpuops.lab.{name}")
+    module: ModuleType = importlib.import_module(f"gpuops_lab.{name}")
     return cast(Component, module)
 
 

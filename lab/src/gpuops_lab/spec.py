@@ -11,7 +11,7 @@ class GpuHost:
     """One lab GPU node: an SSH host in its own namespaces and a kwok node of the same name."""
 
     name: str
-    model: str  # a key of gpuops.lab.gpus.MODELS, e.g. "a100-80g"
+    model: str  # a key of gpuops_lab.gpus.MODELS, e.g. "a100-80g"
     driver: str  # installed NVIDIA driver version, e.g. "535.161.08"
     group: str  # inventory group, e.g. "gpu_a100"
     gpus: int = 8

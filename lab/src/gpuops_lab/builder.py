@@ -6,7 +6,7 @@ Everything Podman keeps lives under ``<lab dir>/builder``: its config files (sel
 ``CONTAINERS_*`` variables), vfs storage, run root, temp dir and the API socket. Podman runs
 containers with ``runc`` (crun fails on this cgroup hybrid setup) and host networking. On
 ``up`` a base image is built ``FROM scratch`` with the static busybox and pushed to the lab
-registry as ``<registry>/lab/base:1`` (see :mod:`gpuops.lab.baseimage`).
+registry as ``<registry>/lab/base:1`` (see :mod:`gpuops_lab.baseimage`).
 
 In auth mode the registry's CA reaches Podman through ``SSL_CERT_DIR`` (root Podman reads
 ``certs.d`` only under ``/etc``); credentials are never in Podman's config: callers pass them
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import OperationFailed
-from gpuops.lab import baseimage, proc
+from gpuops_lab import baseimage, proc
 
 if TYPE_CHECKING:
-    from gpuops.lab import Lab
+    from gpuops_lab import Lab
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,13 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
-from gpuops.lab import proc, repo_root
-from gpuops.lab.gpus import MODELS as GPU_MODELS
-from gpuops.lab.nvsmi import cuda_version
+from gpuops_lab import proc, repo_root
+from gpuops_lab.gpus import MODELS as GPU_MODELS
+from gpuops_lab.nvsmi import cuda_version
 
 if TYPE_CHECKING:
-    from gpuops.lab import Lab
-    from gpuops.lab.spec import GpuHost
+    from gpuops_lab import Lab
+    from gpuops_lab.spec import GpuHost
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +400,14 @@ def create_gpu_nodes(
 # --------------------------------------------------------------------------------------------
 # The component: up / down / status
 # --------------------------------------------------------------------------------------------
+#: The Kubernetes version the lab's binaries are built at: lab/kube/go.mod requires it (a unit
+#: test holds the two together), so a lab installed from a wheel finds prebuilt binaries in
+#: the cache without a checkout.
+K8S_VERSION = "v1.36.3"
+
+
 def k8s_version(repo: Path) -> str:
+    """The k8s.io/kubernetes version that ``repo``'s lab/kube/go.mod requires."""
     for line in (repo / "lab" / "kube" / "go.mod").read_text().splitlines():
         words = line.split("//")[0].replace("require", " ").split()
         if len(words) == 2 and words[0] == "k8s.io/kubernetes":
@@ -413,7 +420,7 @@ def bin_dir(lab: Lab) -> Path:
     env = os.environ.get("GPUOPS_KUBE_BIN")
     if env:
         return Path(env)
-    return lab.config.cache / "kube" / k8s_version(repo_root()) / "bin"
+    return lab.config.cache / "kube" / K8S_VERSION / "bin"
 
 
 def ensure_binaries(lab: Lab) -> Path:

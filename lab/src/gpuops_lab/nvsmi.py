@@ -2,7 +2,7 @@
 
 Test data, not a mock of our code: every lab host gets this file as ``/usr/bin/nvidia-smi``
 (run by the host's ``/usr/bin/python3``), so it imports nothing but the standard library.
-It reads ``/etc/nvidia-lab/gpus.json`` (written by :mod:`gpuops.lab.gpus`, changed by the lab
+It reads ``/etc/nvidia-lab/gpus.json`` (written by :mod:`gpuops_lab.gpus`, changed by the lab
 driver installer) and ``/etc/nvidia-lab/loaded-modules`` (the lab's stand-in for
 ``/proc/modules``). Output shapes follow ``shared/docs/NVIDIA_SMI.md`` (verbatim samples from
 public logs and utkuozdemir/nvidia_gpu_exporter's captures): 535 vs 550+ table widths, CSV

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import InvalidInput, OperationFailed
-from gpuops.lab import fleetfiles, gpus, netns, proc
-from gpuops.lab.spec import GpuHost
+from gpuops_lab import fleetfiles, gpus, netns, proc
+from gpuops_lab.spec import GpuHost
 
 if TYPE_CHECKING:
-    from gpuops.lab import Lab
+    from gpuops_lab import Lab
 
 log = logging.getLogger(__name__)
 

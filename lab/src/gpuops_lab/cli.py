@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.lab import COMPONENTS, Lab, LabConfig, default_lab_dir, parse_components
-from gpuops.lab.spec import DEFAULT_HOSTS
+from gpuops_lab import COMPONENTS, Lab, LabConfig, default_lab_dir, parse_components
+from gpuops_lab.spec import DEFAULT_HOSTS
 
 
 @click.group(cls=GpuOpsGroup)

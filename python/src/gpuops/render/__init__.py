@@ -1,0 +1,1 @@
+"""Renderers: typed results from the use cases turned into text (and, later, HTML reports)."""

@@ -1,0 +1,108 @@
+package org.gpuops
+
+import com.cloudbees.groovy.cps.NonCPS
+
+/**
+ * One declaration per parameter: a step's CLI parameters are the options of its gpuops
+ * command, as the CLI describes them (`gpuops describe`, shipped as the library resource
+ * org/gpuops/cli-options.json). A step declares only what is Jenkins' own (credential ids,
+ * what to do on a refusal); every other key of its config is an option of the command in
+ * camelCase (gpusPerPod -> gpus_per_pod), sent to the CLI only when the user set it. Types,
+ * ranges and defaults are the CLI's: it checks the values and names the key when one is wrong.
+ */
+class StepParams implements Serializable {
+
+    private static final long serialVersionUID = 1L
+
+    /** Where the library keeps the CLI's description of its commands. */
+    static final String RESOURCE = 'org/gpuops/cli-options.json'
+
+    /** A CLI option name as a step parameter: gpus_per_pod -> gpusPerPod. */
+    @NonCPS
+    static String stepName(String cliName) {
+        List<String> parts = cliName.split('_') as List
+        return parts.head() + parts.tail().collect { it.capitalize() }.join('')
+    }
+
+    /** A step parameter as a CLI option name: gpusPerPod -> gpus_per_pod. */
+    @NonCPS
+    static String cliName(String stepName) {
+        return stepName.replaceAll(/([A-Z])/) { List<String> m -> '_' + m[1].toLowerCase() }
+    }
+
+    /** The options of `gpuops <command>` from the CLI's description (the JSON text of RESOURCE). */
+    @NonCPS
+    static List<Map> options(String description, List command) {
+        Map doc = CliContract.document(description, "the library resource ${RESOURCE}")
+        String path = command.join(' ')
+        Object found = (doc.commands instanceof Map) ? doc.commands.get(path) : null
+        if (!(found instanceof Map) || !(found.options instanceof List)) {
+            throw new IllegalStateException("${RESOURCE} does not describe 'gpuops ${path}': " +
+                'regenerate it with scripts/step-docs.py --write')
+        }
+        return (List<Map>) found.options
+    }
+
+    /**
+     * Splits a step's config into its own Jenkins parameters (resolved against `defaults`
+     * and `types` by StepConfig) and the CLI parameters the user set (snake_case keys, plain
+     * JSON values). Throws IllegalArgumentException naming the parameter for an unknown key,
+     * a missing required option or a value JSON cannot carry.
+     */
+    @NonCPS
+    static Map split(Map defaults, Map types, List<Map> options, Map config) {
+        Map given = config ?: [:]
+        Map<String, Map> byStepName = [:]
+        options.each { Map option -> byStepName.put(stepName(option.name.toString()), option) }
+        List unknown = given.keySet().findAll { !defaults.containsKey(it) && !byStepName.containsKey(it) }
+            .collect { it.toString() }
+        if (unknown) {
+            List known = (defaults.keySet() + byStepName.keySet()).collect { it.toString() }.sort()
+            throw new IllegalArgumentException(
+                "unknown parameter(s) ${unknown.join(', ')}; known parameters: ${known.join(', ')}")
+        }
+        Map own = given.findAll { defaults.containsKey(it.key) }
+        Map cli = [:]
+        byStepName.each { String name, Map option ->
+            Object value = given.get(name)
+            if (value == null) {
+                if (option.required) {
+                    throw new IllegalArgumentException("parameter '${name}' is required")
+                }
+                return
+            }
+            cli.put(option.name.toString(), jsonValue(name, value))
+        }
+        return [step: StepConfig.resolve(defaults, types, [], own), cli: cli]
+    }
+
+    /** The value as plain JSON (GStrings become Strings); throws for what JSON cannot carry. */
+    @NonCPS
+    static Object jsonValue(String name, Object value) {
+        if (value instanceof Map) {
+            Map copy = [:]
+            value.each { k, v -> copy.put(k.toString(), jsonValue(name, v)) }
+            return copy
+        }
+        if (value instanceof Collection || value instanceof Object[]) {
+            return value.collect { jsonValue(name, it) }
+        }
+        if (value instanceof CharSequence) {
+            return value.toString()
+        }
+        if (value instanceof Boolean || value instanceof Integer || value instanceof Long ||
+            value instanceof BigInteger || value instanceof Short || value instanceof Byte) {
+            return value
+        }
+        if ((value instanceof Double || value instanceof Float) && (value.isNaN() || value.isInfinite())) {
+            throw new IllegalArgumentException("parameter '${name}' is ${value}, which JSON cannot carry")
+        }
+        if (value instanceof Number) {
+            return value  // decimals travel as they are; the CLI refuses them where it wants integers
+        }
+        throw new IllegalArgumentException(
+            "parameter '${name}' cannot be passed to the CLI: ${Shell.describe(value)} is not a " +
+                'String, number, boolean, List or Map')
+    }
+
+}

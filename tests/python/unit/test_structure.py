@@ -1,0 +1,85 @@
+"""The shape the product keeps: a cheap start, one declaration per parameter, strict types.
+
+- ``gpuops --version``, ``--help`` and ``describe`` import no Kubernetes, Docker, Ansible,
+  Jenkins or report library (the Groovy runner's version check runs before every step);
+- every option of every product command has a gpuops type (so the params file is checked
+  against its JSON kinds), and the Jenkins library's copy of ``gpuops describe`` and the
+  steps' help pages are what the CLI says (``scripts/step-docs.py --check``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from gpuops.cli.main import COMMANDS, cli
+from gpuops.cli.types import GpuOpsType
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAVY = {
+    "kubernetes",
+    "docker",
+    "ansible",
+    "ansible_runner",
+    "jenkins",
+    "urllib3",
+    "requests",
+    "pygal",
+    "jinja2",
+    "yaml",
+    "cryptography",
+}
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--output", "json", "--version"], ["--help"]])
+def test_start_imports_no_heavy_library(argv: list[str]) -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from gpuops.cli.main import run\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = run({argv!r})\n"
+        "print(rc, sorted({m.split('.')[0] for m in sys.modules}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split(" ", 1)
+    assert out[0] == "0"
+    loaded = set(json.loads(out[1].replace("'", '"')))
+    assert not loaded & HEAVY, f"{argv} imported {sorted(loaded & HEAVY)}"
+
+
+def _leaf_commands() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli)
+    out = []
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            out += [(f"{name} {sub}", command.commands[sub]) for sub in command.commands]
+        elif command is not None:
+            out.append((name, command))
+    return out
+
+
+@pytest.mark.parametrize(("path", "command"), _leaf_commands())
+def test_every_option_has_a_strict_type(path: str, command: click.Command) -> None:
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name != "help":
+            assert param.is_flag or isinstance(param.type, GpuOpsType), (
+                f"gpuops {path} {param.opts[0]}: use a gpuops.cli.types type, not click's "
+                f"{param.type.name}"
+            )
+
+
+def test_step_docs_and_the_library_resource_match_the_cli() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "step-docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
