@@ -13,7 +13,7 @@ APT_PACKAGES=(
   openssh-server openssh-client netcat-openbsd iproute2 util-linux procps
   docker-registry apache2-utils
   podman buildah skopeo runc conmon busybox-static debootstrap
-  gradle curl jq ca-certificates openssl
+  gradle curl jq ca-certificates openssl sudo
 )
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
