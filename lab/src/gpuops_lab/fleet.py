@@ -74,7 +74,7 @@ def up(lab: Lab) -> dict[str, Any]:
     fleetfiles.write(fdir / "ssh_config", fleetfiles.ssh_config(hosts, key, ctl))
     repo_url = f"http://{netns.GATEWAY}:{REPO_PORT}"
     inventory = fleetfiles.inventory_dir(
-        fdir / "inventory", fleetfiles.inventory(hosts, key, ctl, repo_url)
+        fdir / "inventory", fleetfiles.inventory(hosts, key, ctl, repo_url, fdir / "cp")
     )
     fleetfiles.write(fdir / "ansible.cfg", fleetfiles.ansible_cfg(fdir, min(50, len(hosts))))
     versions = sorted(set(gpus.REPO_DRIVERS) | {h.driver for h, _ in hosts if h.driver})

@@ -160,7 +160,9 @@ def ssh_config(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str
     return "".join(lines)
 
 
-def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str, repo_url: str) -> str:
+def inventory(
+    hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str, repo_url: str, cp_dir: Path
+) -> str:
     """S-6: ``gpu_nodes`` with a child group per GPU model; connection vars for all hosts.
 
     The wanted driver versions and thresholds are group variables of the shipped test
@@ -180,9 +182,14 @@ def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str, repo_ur
             "lab_driver_version": host.driver,
             "lab_faulty_gpu": host.faulty,
         }
+    # ControlPath here, before the one Ansible adds from its config (ssh takes the first): two
+    # labs' hosts share addresses (each in its own namespaces), and %C does not tell their
+    # ProxyCommands apart, so a shared ~/.ansible/cp would reach another lab's host
     common = (
         f"-o ProxyCommand='{proxy_command(ctl_ns)}' -o UserKnownHostsFile=/dev/null "
-        f"-o KexAlgorithms={KEX} -o IdentitiesOnly=yes"
+        f"-o KexAlgorithms={KEX} -o IdentitiesOnly=yes -o ControlPath={cp_dir}/%C "
+        # the ProxyCommand's nc does not end when a host dies: keepalives notice it
+        "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
     )
     doc = {
         "all": {

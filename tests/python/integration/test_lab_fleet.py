@@ -310,3 +310,34 @@ def test_down_without_state_still_cleans_up() -> None:
     finally:
         fleet_down(lab)
         shutil.rmtree(lab.dir.parent, ignore_errors=True)
+
+
+def test_ansible_connections_stay_in_the_lab_whatever_the_config(
+    fleet_lab: FleetLab, tmp_path: Path
+) -> None:
+    """Labs reuse host addresses (each in its own namespaces) and ssh's %C does not include
+    the ProxyCommand: the inventory pins ControlPath into the lab, ahead of any config's."""
+    shared = tmp_path / "shared-cp"
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(Path(__file__).resolve().parents[3] / "ansible" / "ansible.cfg"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(shared),
+    }
+    res = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "-i",
+            fleet_lab.facts["inventory"],
+            fleet_lab.host("gpu_h800"),
+            "-m",
+            "ansible.builtin.ping",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not shared.exists() or not list(shared.iterdir())
+    assert list((fleet_lab.lab.dir / "fleet" / "cp").iterdir())

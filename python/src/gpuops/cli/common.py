@@ -10,11 +10,27 @@ import click
 
 from gpuops.cli.types import Text
 from gpuops.core.kubeinput import dns_label
+from gpuops.errors import InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _path(value: str) -> str:
+    return value
+
+
+def env_name(value: str) -> str:
+    """An environment variable name (where a secret such as a webhook URL is read from)."""
+    if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    if not value.replace("_", "a").isalnum():
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    return value
+
+
+def http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
     return value
 
 
