@@ -33,6 +33,13 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<List<String>> boundVariables = []
     /** Messages given to the `unstable` step. */
     List<String> unstableMessages = []
+    /** Resources taken with the `lock` step, in order. */
+    List<String> lockedResources = []
+    /** Arguments of each `archiveArtifacts` and `junit` call. */
+    List<Map> archived = []
+    List<Map> junitReports = []
+    /** The lock held now (null outside any `lock` block). */
+    protected String heldLock = null
 
     protected final Map<String, Closure> shHandlers = [:]
     protected Script pipeline
@@ -181,7 +188,8 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
 
     protected void registerSteps() {
         helper.registerAllowedMethod('sh', [Map]) { Map args ->
-            Map call = [script: args.script, returnStatus: args.returnStatus, env: new LinkedHashMap(env)]
+            Map call = [script: args.script, returnStatus: args.returnStatus, env: new LinkedHashMap(env),
+                        lock: heldLock]
             shCalls.add(call)
             int status = runShell(call)
             if (args.returnStatus) {
@@ -218,6 +226,28 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             unstableMessages.add(message)
             updateBuildStatus('UNSTABLE')
         }
+        registerPluginSteps()
+    }
+
+    /** The Lockable Resources `lock` step, `archiveArtifacts` and the JUnit plugin's `junit`. */
+    protected void registerPluginSteps() {
+        helper.registerAllowedMethod('lock', [Map, Closure]) { Map args, Closure body ->
+            assert args.resource: "lock without a resource: ${args}"
+            assert heldLock == null: "nested lock ${args.resource} inside ${heldLock}"
+            lockedResources.add(args.resource.toString())
+            heldLock = args.resource.toString()
+            try {
+                return body()
+            } finally {
+                heldLock = null
+            }
+        }
+        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(plainMap(args)) }
+        helper.registerAllowedMethod('junit', [Map]) { Map args -> junitReports.add(plainMap(args)) }
+    }
+
+    protected static Map plainMap(Map args) {
+        return args.collectEntries { k, v -> [(k): v instanceof GString ? v.toString() : v] }
     }
 
     // ---- credentials --------------------------------------------------------------
