@@ -93,40 +93,28 @@ def close_masters(control_dir: Path, ssh_config: str) -> None:
         )
 
 
-def playbook_row(
-    inventory: str, folder: Path, ssh_config: str, forks: int, pipelining: bool
-) -> Callable[[], None]:
+def playbook_row(inventory: str, folder: Path, forks: int, pipelining: bool) -> Callable[[], None]:
     cfg = ansible_cfg(folder, forks, pipelining)
 
     def run() -> None:
-        control = Path(tempfile.mkdtemp(prefix="cp-", dir=folder))
-        env = {
-            **os.environ,
-            "ANSIBLE_CONFIG": str(cfg),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control),
-        }
-        try:
-            done = subprocess.run(
-                [
-                    str(BIN / "ansible-playbook"),
-                    str(PLAYBOOK),
-                    "-i",
-                    inventory,
-                    "-e",
-                    f"gpu_inspect_report={folder / 'report.json'}",
-                ],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=900,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"playbook failed:\n{done.stdout[-3000:]}")
-        finally:
-            close_masters(control, ssh_config)
-            shutil.rmtree(control, ignore_errors=True)
+        env = {**os.environ, "ANSIBLE_CONFIG": str(cfg), "ANSIBLE_NOCOLOR": "1"}
+        done = subprocess.run(
+            [
+                str(BIN / "ansible-playbook"),
+                str(PLAYBOOK),
+                "-i",
+                inventory,
+                "-e",
+                f"gpu_inspect_report={folder / 'report.json'}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"playbook failed:\n{done.stdout[-3000:]}")
 
     return run
 
