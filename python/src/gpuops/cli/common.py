@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuops.cli.types import Text
 from gpuops.core.kubeinput import dns_label
+from gpuops.errors import GpuOpsError, InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,3 +49,36 @@ def cluster_options(f: F) -> F:
         type=Text("path", _path),
         help="Kubeconfig file [env: KUBECONFIG; else ~/.kube/config, else in-cluster].",
     )(wrapped)
+
+
+def _report_dir(value: str) -> Path:
+    path = Path(value)
+    if path.exists() and (not path.is_dir() or path.is_symlink()):
+        raise InvalidInput(f"{value!r} exists and is not a directory")
+    return path
+
+
+def report_dir_option(what: str) -> Callable[[F], F]:
+    """``--report-dir``: also write the command's HTML report there (Jenkins archives it)."""
+    return click.option(
+        "--report-dir",
+        type=Text("path", _report_dir),
+        help=f"Also write the HTML report ({what}) and its stylesheet into this folder.",
+    )
+
+
+def write_report(
+    data: dict[str, Any], out: Path, kind: str, full: Callable[[], Mapping[str, Any]]
+) -> str:
+    """Render the ``kind`` page of ``full()`` into ``out``; record the outcome in
+    ``data["report"]``. A report that cannot be written is said beside the result and never
+    changes the command's verdict or exit code."""
+    from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
+
+    try:
+        written = reports.render(reports.ReportRequest(kind, out, out), result=full())
+    except GpuOpsError as exc:
+        data["report"] = {"status": "failed", "detail": exc.message}
+        return f"report not written: {exc.message}"
+    data["report"] = {"status": "written", **written.to_dict()}
+    return f"{kind} report: {written.written.page}"

@@ -33,6 +33,12 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<List<String>> boundVariables = []
     /** Messages given to the `unstable` step. */
     List<String> unstableMessages = []
+    /** Arguments of every archiveArtifacts / publishHTML call, and every echo. */
+    List<Map> archived = []
+    List<Map> published = []
+    List<String> echoed = []
+    /** false: the HTML Publisher plugin is not installed (publishHTML is no DSL method). */
+    boolean htmlPublisher = true
 
     protected final Map<String, Closure> shHandlers = [:]
     protected Script pipeline
@@ -217,6 +223,14 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         helper.registerAllowedMethod('unstable', [String]) { String message ->
             unstableMessages.add(message)
             updateBuildStatus('UNSTABLE')
+        }
+        helper.registerAllowedMethod('echo', [String]) { String message -> echoed.add(message) }
+        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(args) }
+        helper.registerAllowedMethod('publishHTML', [Map]) { Map args ->
+            if (!htmlPublisher) {
+                throw new NoSuchMethodError("No such DSL method 'publishHTML' found among steps")
+            }
+            published.add(args.target as Map)
         }
     }
 
