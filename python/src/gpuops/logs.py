@@ -38,6 +38,12 @@ class RedactingFilter(logging.Filter):
 
 
 def configure_logging(debug: bool) -> None:
+    """gpuops' own log lines go to stderr, redacted. Libraries that log through the root
+    logger (the Kubernetes client logs a failing kubeconfig exec plugin's error text with
+    ``logging.error``) are not shown: without a handler there, Python would print them."""
+    top = logging.getLogger()
+    if not top.handlers:
+        top.addHandler(logging.NullHandler())
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter(secret_values()))
