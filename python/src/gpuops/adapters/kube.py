@@ -135,9 +135,15 @@ class KubeClient:
                 "(the client library's details are withheld: they can contain secrets)",
                 hint="check the kubeconfig (kubectl config view shows it with secrets hidden)",
             ) from None
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        except urllib3.exceptions.HTTPError as exc:  # an OIDC token refresh that got no answer
+            raise Unreachable(
+                f"cannot load {source}: refreshing its credentials got no answer "
+                f"({type(exc).__name__})",
+                hint="is the identity provider (the kubeconfig's idp-issuer-url) reachable?",
+            ) from None
+        except Exception as exc:  # any error of the client library, told in our words
             raise InvalidInput(
-                f"cannot load {source}: {type(exc).__name__} while reading it",
+                f"cannot load {source}: {type(exc).__name__} while loading its credentials",
                 hint="check the kubeconfig (kubectl config view shows it with secrets hidden)",
             ) from None
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)

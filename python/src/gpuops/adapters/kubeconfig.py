@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuops.errors import InvalidInput
+from gpuops.logs import remember_secret
 
 _HINT = "fix the kubeconfig (kubectl config view shows it with secrets hidden), or pass another"
 
@@ -67,9 +68,26 @@ def check_kubeconfig(path: str, context: str | None) -> str | None:
             f"kubeconfig {where}: cluster {cluster_name!r} has no server", hint=_HINT
         )
     if isinstance(user_name, str) and user_name:
-        _named(docs, "users", user_name, "user", where)
+        # every value of the user entry (token, password, OIDC secrets, keys, exec env) is
+        # redacted from whatever gpuops prints from now on, should any reach a message
+        remember_secret(_user_secrets(_named(docs, "users", user_name, "user", where)))
         return user_name
     return None
+
+
+#: Fields of a kubeconfig user entry that hold secrets (auth-provider config: all of it).
+_SECRET_FIELDS = ("token", "password", "client-key-data", "client-certificate-data")
+
+
+def _user_secrets(user: Mapping[str, Any]) -> list[Any]:
+    found: list[Any] = [user.get(k) for k in _SECRET_FIELDS]
+    provider = user.get("auth-provider")
+    if isinstance(provider, dict):
+        found.append(provider.get("config"))
+    plugin = user.get("exec")
+    if isinstance(plugin, dict) and isinstance(plugin.get("env"), list):
+        found += [e.get("value") for e in plugin["env"] if isinstance(e, dict)]
+    return found
 
 
 def _named(
