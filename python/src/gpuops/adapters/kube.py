@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import json
 import logging
 import os
@@ -23,13 +22,12 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from gpuops.adapters.kubeconfig import check_kubeconfig
+from gpuops.adapters.kubeconfig import load_credentials
 from gpuops.adapters.kubedecode import (
     created_at,
     node_from_api,
@@ -38,6 +36,7 @@ from gpuops.adapters.kubedecode import (
     scheduled_condition,
     workload_selector,
 )
+from gpuops.adapters.kubeshape import page_items
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubeinput import dns_label, dns_subdomain
 from gpuops.core.kubemodel import Node, Pod
@@ -94,58 +93,10 @@ class KubeClient:
         import urllib3  # noqa: PLC0415 - the client is heavy; import only when used
         from kubernetes.client import ApiClient, Configuration  # noqa: PLC0415
 
-        kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
-
         if _PAGE_SIZE_PROBLEM:
             raise InvalidInput(_PAGE_SIZE_PROBLEM, hint=f"unset {PAGE_SIZE_ENV} or fix it")
         cfg = Configuration()
-        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
-        in_cluster = (
-            not kubeconfig
-            and not os.environ.get("KUBECONFIG")
-            and not Path(path).exists()
-            and "KUBERNETES_SERVICE_HOST" in os.environ
-        )
-        if in_cluster:
-            source = "the in-cluster service account"
-            load = partial(kconfig.load_incluster_config, client_configuration=cfg)
-        else:
-            if kubeconfig and not any(Path(p).is_file() for p in kubeconfig.split(os.pathsep)):
-                raise InvalidInput(
-                    f"kubeconfig {kubeconfig} does not exist",
-                    hint="pass --kubeconfig PATH or set KUBECONFIG",
-                )
-            source = f"kubeconfig {path}"
-            user = check_kubeconfig(path, context)
-            load = partial(
-                kconfig.load_kube_config,
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=cfg,
-                persist_config=False,
-            )
-        try:
-            load()
-        except kconfig.ConfigException:
-            # its text can hold a whole kubeconfig user entry (tokens, OIDC secrets, the
-            # output of an exec plugin): never shown, only what we can say ourselves
-            whose = f" of user {user!r}" if not in_cluster and user else ""
-            raise InvalidInput(
-                f"cannot load {source}: the credentials{whose} are incomplete or malformed "
-                "(the client library's details are withheld: they can contain secrets)",
-                hint="check the kubeconfig (kubectl config view shows it with secrets hidden)",
-            ) from None
-        except urllib3.exceptions.HTTPError as exc:  # an OIDC token refresh that got no answer
-            raise Unreachable(
-                f"cannot load {source}: refreshing its credentials got no answer "
-                f"({type(exc).__name__})",
-                hint="is the identity provider (the kubeconfig's idp-issuer-url) reachable?",
-            ) from None
-        except Exception as exc:  # any error of the client library, told in our words
-            raise InvalidInput(
-                f"cannot load {source}: {type(exc).__name__} while loading its credentials",
-                hint="check the kubeconfig (kubectl config view shows it with secrets hidden)",
-            ) from None
+        load_credentials(cfg, kubeconfig, context)
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         return cls(ApiClient(cfg))
 
@@ -348,26 +299,9 @@ class KubeClient:
     def _items(self, doc: Any, raw: bytes, what: str) -> list[Mapping[str, Any]]:
         """The items of one LIST page, checked: never a verdict from a list that could not be
         read (a page without ``items`` is a failure, not an empty cluster)."""
-        where = f"{what} on {self.server}"
-        if not isinstance(doc, dict):
-            raise OperationFailed(f"{where}: the answer is not a list object")
-        meta = doc.get("metadata")
-        if meta is not None and not isinstance(meta, dict):
-            raise OperationFailed(f"{where}: the list's metadata is not a JSON object")
-        if (meta or {}).get("continue", "") != _continue_token(raw):
-            raise OperationFailed(f"cannot page {where}: unexpected list layout")
-        items = doc.get("items")
-        if not isinstance(items, list):
-            raise OperationFailed(
-                f"{where}: the answer has no items list; refusing to go on as if the list "
-                "were empty",
-                hint="is the server a Kubernetes API server (not a proxy's error page)?",
-            )
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                kind = {str: "string", int: "integer", float: "number", bool: "boolean",
-                        list: "array"}.get(type(item), "null")  # fmt: skip
-                raise OperationFailed(f"{where}: item {i} is a JSON {kind}, not an object")
+        items = page_items(doc, f"{what} on {self.server}")
+        if (doc.get("metadata") or {}).get("continue", "") != _continue_token(raw):
+            raise OperationFailed(f"cannot page {what} on {self.server}: unexpected list layout")
         return items
 
     # -- queries --------------------------------------------------------------------------

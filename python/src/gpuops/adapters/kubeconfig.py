@@ -8,15 +8,74 @@ never values; whatever the client still refuses afterwards is reported without i
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpuops.errors import InvalidInput
+from gpuops.errors import InvalidInput, Unreachable
 from gpuops.logs import remember_secret
 
 _HINT = "fix the kubeconfig (kubectl config view shows it with secrets hidden), or pass another"
+
+
+def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> None:
+    """Fill the client ``Configuration`` ``cfg`` from ``kubeconfig`` (else ``$KUBECONFIG``,
+    ``~/.kube/config``, else the in-cluster service account). Every failure is ours to word:
+    InvalidInput (exit 2), or Unreachable (4) for an identity provider that does not answer."""
+    import urllib3  # noqa: PLC0415 - heavy; only when connecting
+
+    kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
+    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
+    in_cluster = (
+        not kubeconfig
+        and not os.environ.get("KUBECONFIG")
+        and not Path(path).exists()
+        and "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    user = None
+    if in_cluster:
+        source = "the in-cluster service account"
+        load = partial(kconfig.load_incluster_config, client_configuration=cfg)
+    else:
+        if kubeconfig and not any(Path(p).is_file() for p in kubeconfig.split(os.pathsep)):
+            raise InvalidInput(
+                f"kubeconfig {kubeconfig} does not exist",
+                hint="pass --kubeconfig PATH or set KUBECONFIG",
+            )
+        source = f"kubeconfig {path}"
+        user = check_kubeconfig(path, context)
+        load = partial(
+            kconfig.load_kube_config,
+            config_file=kubeconfig,
+            context=context,
+            client_configuration=cfg,
+            persist_config=False,
+        )
+    try:
+        load()
+    except kconfig.ConfigException:
+        # its text can hold a whole kubeconfig user entry (tokens, OIDC secrets, the output of
+        # an exec plugin): never shown, only what we can say ourselves
+        whose = f" of user {user!r}" if user else ""
+        raise InvalidInput(
+            f"cannot load {source}: the credentials{whose} are incomplete or malformed "
+            "(the client library's details are withheld: they can contain secrets)",
+            hint=_HINT,
+        ) from None
+    except urllib3.exceptions.HTTPError as exc:  # an OIDC token refresh that got no answer
+        raise Unreachable(
+            f"cannot load {source}: refreshing its credentials got no answer "
+            f"({type(exc).__name__})",
+            hint="is the identity provider (the kubeconfig's idp-issuer-url) reachable?",
+        ) from None
+    except Exception as exc:  # any error of the client library, told in our words
+        raise InvalidInput(
+            f"cannot load {source}: {type(exc).__name__} while loading its credentials",
+            hint=_HINT,
+        ) from None
 
 
 def check_kubeconfig(path: str, context: str | None) -> str | None:

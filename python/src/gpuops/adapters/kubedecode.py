@@ -10,9 +10,21 @@ computed from data we could not read, and a surprise from the server is never a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from gpuops.adapters.kubeshape import (
+    EMPTY,
+    HINT,
+    Resources,
+    amounts,
+    obj,
+    objects,
+    shape_error,
+    string_map,
+    strings,
+    text,
+)
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubemodel import (
     Container,
@@ -28,103 +40,11 @@ from gpuops.core.kubemodel import (
 )
 from gpuops.errors import OperationFailed
 
-_EMPTY: Mapping[str, Any] = {}
-_HINT = (
-    "the API server (or a proxy in front of it) sent what Kubernetes does not write; "
-    "inspect the object with kubectl get -o json"
-)
+_EMPTY = EMPTY
 
 
-#: Which resources to decode: ``None`` for all, else only these names (``headroom check``
-#: needs its resource and ``pods``; skipping cpu/memory quantities cuts the decode ~3x).
-Resources = frozenset[str] | None
 #: A pod that carries no placement (``headroom check`` never reads it); frozen, so shared.
 _NO_PLACEMENT = Placement()
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a JSON boolean"
-    if isinstance(value, int):
-        return "a JSON integer"
-    if isinstance(value, float):
-        return "a JSON number"
-    if isinstance(value, str):
-        return "a JSON string"
-    if isinstance(value, list):
-        return "a JSON array"
-    if isinstance(value, dict):
-        return "a JSON object"
-    return "JSON null" if value is None else type(value).__name__
-
-
-def shape_error(what: str, field: str, value: Any, expected: str) -> OperationFailed:
-    return OperationFailed(f"{what}: {field} is {_kind(value)}, not {expected}", hint=_HINT)
-
-
-def obj(value: Any, what: str, field: str) -> Mapping[str, Any]:
-    """An object field (absent or null: empty)."""
-    if isinstance(value, dict):
-        return value
-    if value is None:
-        return _EMPTY
-    raise shape_error(what, field, value, "an object")
-
-
-def arr(value: Any, what: str, field: str) -> list[Any]:
-    """A list field (absent or null: empty)."""
-    if isinstance(value, list):
-        return value
-    if value is None:
-        return []
-    raise shape_error(what, field, value, "a list")
-
-
-def text(value: Any, what: str, field: str) -> str:
-    """A string field (absent or null: empty)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    raise shape_error(what, field, value, "a string")
-
-
-def _objects(value: Any, what: str, field: str) -> Iterable[Mapping[str, Any]]:
-    for i, item in enumerate(arr(value, what, field)):
-        yield obj(item, what, f"{field}[{i}]")
-
-
-def _strings(value: Any, what: str, field: str) -> tuple[str, ...]:
-    return tuple(text(v, what, f"{field}[{i}]") for i, v in enumerate(arr(value, what, field)))
-
-
-def string_map(value: Any, what: str, field: str) -> dict[str, str]:
-    """Labels, a nodeSelector: strings to strings."""
-    out = dict(obj(value, what, field))
-    for key, val in out.items():
-        if not isinstance(val, str):
-            raise shape_error(what, f"{field}[{key!r}]", val, "a string")
-    return out
-
-
-def _amounts(resources: Any, what: str, field: str, keep: Resources = None) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if resources is None:
-        return out
-    values = obj(resources, what, field)
-    items: Iterable[tuple[str, Any]]
-    if keep is None:
-        items = values.items()
-    else:
-        items = ((name, values[name]) for name in keep if name in values)
-    for name, qty in items:
-        try:
-            out[name] = resource_amount(name, qty)
-        except (TypeError, ValueError, OverflowError):
-            raise OperationFailed(
-                f"{what}: cannot read quantity {str(qty)[:40]!r} of {name}", hint=_HINT
-            ) from None
-    return out
 
 
 def _meta(item: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
@@ -278,7 +198,7 @@ def node_from_api_checked(item: Mapping[str, Any], *, resources: Resources = Non
     spec = obj(item.get("spec"), what, "spec")
     status = obj(item.get("status"), what, "status")
     ready, reason = False, "no Ready condition"
-    for cond in _objects(status.get("conditions"), what, "status.conditions"):
+    for cond in objects(status.get("conditions"), what, "status.conditions"):
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
             reason = (
@@ -296,13 +216,13 @@ def node_from_api_checked(item: Mapping[str, Any], *, resources: Resources = Non
                 text(t.get("value"), what, "taint value"),
                 text(t.get("effect"), what, "taint effect"),
             )
-            for t in _objects(spec.get("taints"), what, "spec.taints")
+            for t in objects(spec.get("taints"), what, "spec.taints")
         ),
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
         not_ready_reason=reason,
-        allocatable=_amounts(status.get("allocatable"), what, "status.allocatable", resources),
-        capacity=_amounts(status.get("capacity"), what, "status.capacity", resources),
+        allocatable=amounts(status.get("allocatable"), what, "status.allocatable", resources),
+        capacity=amounts(status.get("capacity"), what, "status.capacity", resources),
     )
 
 
@@ -311,10 +231,10 @@ def _containers(items: Any, what: str, field: str, keep: Resources) -> list[Cont
     add nothing to :func:`pod_requests` (an empty init container's peak is the sidecars
     alone, which the main phase already counts)."""
     out = []
-    for c in _objects(items, what, field):
+    for c in objects(items, what, field):
         res = obj(c.get("resources"), what, f"{field}[].resources")
-        requests = _amounts(res.get("requests"), what, f"{field}[].resources.requests", keep)
-        limits = _amounts(res.get("limits"), what, f"{field}[].resources.limits", keep)
+        requests = amounts(res.get("requests"), what, f"{field}[].resources.requests", keep)
+        limits = amounts(res.get("limits"), what, f"{field}[].resources.limits", keep)
         if requests or limits:
             out.append(
                 Container(
@@ -331,9 +251,9 @@ def _requirements(items: Any, what: str, field: str) -> tuple[Requirement, ...]:
         Requirement(
             text(r.get("key"), what, f"{field}[].key"),
             text(r.get("operator"), what, f"{field}[].operator"),
-            _strings(r.get("values"), what, f"{field}[].values"),
+            strings(r.get("values"), what, f"{field}[].values"),
         )
-        for r in _objects(items, what, field)
+        for r in objects(items, what, field)
     )
 
 
@@ -351,7 +271,7 @@ def placement_from_spec(spec: Mapping[str, Any], what: str = "pod") -> Placement
                 _requirements(t.get("matchExpressions"), what, "matchExpressions"),
                 _requirements(t.get("matchFields"), what, "matchFields"),
             )
-            for t in _objects(required.get("nodeSelectorTerms"), what, "nodeSelectorTerms")
+            for t in objects(required.get("nodeSelectorTerms"), what, "nodeSelectorTerms")
         )
     return Placement(
         node_selector=string_map(spec.get("nodeSelector"), what, "spec.nodeSelector"),
@@ -363,7 +283,7 @@ def placement_from_spec(spec: Mapping[str, Any], what: str = "pod") -> Placement
                 value=text(t.get("value"), what, "toleration value"),
                 effect=text(t.get("effect"), what, "toleration effect"),
             )
-            for t in _objects(spec.get("tolerations"), what, "spec.tolerations")
+            for t in objects(spec.get("tolerations"), what, "spec.tolerations")
         ),
     )
 
@@ -375,7 +295,7 @@ def pod_from_api_checked(
     item, meta, what = _meta(item, "pod")
     spec = obj(item.get("spec"), what, "spec")
     owner = ""
-    for ref in _objects(meta.get("ownerReferences"), what, "metadata.ownerReferences"):
+    for ref in objects(meta.get("ownerReferences"), what, "metadata.ownerReferences"):
         if ref.get("controller"):
             kind = text(ref.get("kind"), what, "owner kind")
             owner = f"{kind}/{text(ref.get('name'), what, 'owner name')}"
@@ -383,7 +303,7 @@ def pod_from_api_checked(
     init_containers = _containers(
         spec.get("initContainers"), what, "spec.initContainers", resources
     )
-    overhead = _amounts(spec.get("overhead"), what, "spec.overhead", resources)
+    overhead = amounts(spec.get("overhead"), what, "spec.overhead", resources)
     requests = (
         pod_requests(containers, init_containers, overhead)
         if containers or init_containers or overhead
@@ -405,7 +325,7 @@ def scheduled_condition(item: Mapping[str, Any]) -> tuple[str, str]:
     """(reason, message) of the pod's PodScheduled condition, empty strings if none."""
     item, _, what = _meta(item, "pod")
     status = obj(item.get("status"), what, "status")
-    for cond in _objects(status.get("conditions"), what, "status.conditions"):
+    for cond in objects(status.get("conditions"), what, "status.conditions"):
         if cond.get("type") == "PodScheduled":
             return (
                 text(cond.get("reason"), what, "PodScheduled reason"),
@@ -431,10 +351,10 @@ def label_selector(selector: Any, what: str = "workload") -> str:
     sel = obj(selector, what, "spec.selector")
     labels = string_map(sel.get("matchLabels"), what, "spec.selector.matchLabels")
     parts = [f"{k}={v}" for k, v in sorted(labels.items())]
-    for expr in _objects(sel.get("matchExpressions"), what, "spec.selector.matchExpressions"):
+    for expr in objects(sel.get("matchExpressions"), what, "spec.selector.matchExpressions"):
         key = text(expr.get("key"), what, "selector key")
         op = text(expr.get("operator"), what, "selector operator")
-        values = _strings(expr.get("values"), what, "selector values")
+        values = strings(expr.get("values"), what, "selector values")
         if op == "In":
             parts.append(f"{key} in ({','.join(values)})")
         elif op == "NotIn":
@@ -451,9 +371,9 @@ def quota_limits_from_api(doc: Any, namespace: str, resource: str) -> list[Quota
     ``items`` fails: no quota read is not the same as no quota."""
     what = f"list resourcequotas in {namespace}"
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
-        raise OperationFailed(f"{what}: the answer has no items list", hint=_HINT)
+        raise OperationFailed(f"{what}: the answer has no items list", hint=HINT)
     out = []
-    for q in _objects(doc["items"], what, "items"):
+    for q in objects(doc["items"], what, "items"):
         meta = obj(q.get("metadata"), what, "metadata")
         name = text(meta.get("name"), what, "metadata.name")
         quota = f"ResourceQuota {namespace}/{name}"
@@ -474,5 +394,5 @@ def quota_limits_from_api(doc: Any, namespace: str, resource: str) -> list[Quota
                         )
                     )
                 except (TypeError, ValueError, OverflowError):
-                    raise OperationFailed(f"{quota}: cannot read {key}", hint=_HINT) from None
+                    raise OperationFailed(f"{quota}: cannot read {key}", hint=HINT) from None
     return out
