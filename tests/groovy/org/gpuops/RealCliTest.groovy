@@ -1,6 +1,7 @@
 package org.gpuops
 
 import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertFalse
 import static org.junit.Assert.assertTrue
 
 import java.util.concurrent.TimeUnit
@@ -110,7 +111,7 @@ current-context: lab
         // the client logs the plugin's failure (with its stderr) and goes on without a token
         assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*127\.0\.0\.1:1[^\n]* \(unreachable\)\n.*/)
         assertNoCallCarries(canary)
-        shCalls.each { Map call -> assertTrue(call.output.toString(), !call.output.toString().contains(canary)) }
+        shCalls.each { Map call -> assertFalse(call.output.toString(), call.output.toString().contains(canary)) }
     }
 
     @Test
