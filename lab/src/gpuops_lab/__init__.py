@@ -154,11 +154,16 @@ class Lab:
     def lab_id(self) -> str | None:
         """The id in the lab's mark; None when the directory does not exist; InvalidInput
         when it exists and is not a lab this user's ``gpuops lab up`` made."""
+        refuse = f"{self.dir} is not a gpuops lab"
         try:
             info = self.dir.lstat()
         except FileNotFoundError:
             return None
-        refuse = f"{self.dir} is not a gpuops lab"
+        except OSError as exc:  # too long a name, a path through a file, ...
+            raise InvalidInput(
+                f"{refuse}: {exc.strerror or type(exc).__name__}",
+                hint="give the lab's path (--dir / GPUOPS_LAB_DIR / lab_dir)",
+            ) from None
         if stat.S_ISLNK(info.st_mode):
             raise InvalidInput(
                 f"{refuse}: it is a symlink (a lab directory never is); refusing to touch it",
@@ -179,11 +184,16 @@ class Lab:
         existing = self.lab_id()
         if existing is not None:
             return existing
-        self.dir.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.dir.parent.mkdir(parents=True, exist_ok=True)
             self.dir.mkdir(mode=0o755)
         except FileExistsError:  # made meanwhile by someone else: only a lab is accepted
             return self._require_lab()
+        except OSError as exc:
+            raise InvalidInput(
+                f"cannot create the lab directory {self.dir}: {exc.strerror or type(exc).__name__}",
+                hint="give a path in a writable directory (--dir / GPUOPS_LAB_DIR / lab_dir)",
+            ) from None
         lab_id = uuid.uuid4().hex
         doc = {"id": lab_id, "dir": str(self.dir), "created": round(time.time(), 3)}
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW

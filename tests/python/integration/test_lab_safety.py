@@ -105,6 +105,17 @@ def test_an_empty_lab_dir_variable_never_means_the_current_directory(
     assert _tree(precious) == before
 
 
+@pytest.mark.parametrize("command", ["down", "status", "up"])
+def test_a_lab_dir_no_directory_can_have_is_an_input_error(
+    precious: Path, tmp_path: Path, command: str
+) -> None:
+    extra = ["--components", "registry"] if command == "up" else []
+    for bad in (tmp_path / ("x" * 300), precious / "notes.txt" / "lab"):
+        done = _gpuops("lab", command, *extra, "--dir", str(bad))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert json.loads(done.stderr)["error"]["category"] == "invalid-input"
+
+
 def test_a_forged_or_linked_marker_is_not_a_lab(precious: Path, tmp_path: Path) -> None:
     before = _tree(precious)
     (precious / MARKER).write_text("I am a lab, trust me\n")

@@ -8,16 +8,20 @@ past the checks would show as exit 4, not 2.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from gpuops.cli import main as cli_main
+from gpuops.cli.base import GpuOpsGroup, Outcome
 from gpuops.cli.main import run
+from gpuops.cli.types import Text
 
 
 def _closed_port() -> int:
@@ -165,6 +169,30 @@ def test_kubeconfig_defects_are_named_in_our_words(
     assert says in json.loads(err)["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "path", ["x" * 300, "/tmp/" + "y" * 300 + "/kc", "~no-such-user-here/kc", "/etc/passwd/kc"]
+)
+def test_a_kubeconfig_path_no_file_can_have_is_an_input_error(
+    capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    """Found by tests/python/integration/test_fuzz_cli.py: a name too long was exit 5."""
+    code = run(["--output", "json", "headroom", "check", "--gpus-per-pod", "1",
+                "--kubeconfig", path])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "does not exist" in json.loads(err)["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["z" * 300, "f" * 300 + "/result.json"])
+def test_a_result_file_name_no_file_can_have_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    code = run(["--output", "json", "--result-file", str(tmp_path / name), "describe"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert json.loads(err)["error"]["field"] == "result_file"
+
+
 def test_a_command_group_that_cannot_be_loaded_is_a_broken_install_not_a_bug(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,3 +224,34 @@ def test_an_unwritable_result_file_is_refused_before_anything_runs(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr
+
+
+@click.group(cls=GpuOpsGroup, name="probe")
+def probe() -> None:
+    """Test-only commands."""
+
+
+@probe.command(name="vanish")
+@click.option("--dir", "directory", type=Text("path"), required=True)
+def probe_vanish(directory: str) -> Outcome:
+    """Runs, then puts a file where the result file's directory was."""
+    shutil.rmtree(directory)
+    Path(directory).write_text("not a directory any more\n")
+    return Outcome({"done": True}, "done")
+
+
+def test_a_result_file_that_cannot_be_written_after_the_run_is_exit_1_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(cli_main.cli.commands, "probe", probe)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    error_file = tmp_path / "error.json"
+    code = run(["--result-file", str(out_dir / "result.json"), "--error-file", str(error_file),
+                "probe", "vanish", "--dir", str(out_dir)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1, err
+    error = json.loads(error_file.read_text())["error"]
+    assert "could not be written" in error["message"]
+    assert "the operation itself completed" in error["hint"]
+    assert "Traceback" not in err

@@ -261,7 +261,7 @@ def test_any_pod_answer_decodes_or_fails_the_operation(obj: Any) -> None:
             scheduled_condition(obj)
         assert all(isinstance(v, int) for v in pod.requests.values())
         for term in pod.placement.affinity or ():
-            for req in term.match_expressions:
+            for req in term.expressions + term.fields:
                 assert all(isinstance(v, str) for v in req.values)
 
 

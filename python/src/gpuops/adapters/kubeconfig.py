@@ -32,7 +32,7 @@ def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> N
     in_cluster = (
         not kubeconfig
         and not os.environ.get("KUBECONFIG")
-        and not Path(path).exists()
+        and not _is_file(path)
         and "KUBERNETES_SERVICE_HOST" in os.environ
     )
     user = None
@@ -40,7 +40,7 @@ def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> N
         source = "the in-cluster service account"
         load = partial(kconfig.load_incluster_config, client_configuration=cfg)
     else:
-        if kubeconfig and not any(Path(p).is_file() for p in kubeconfig.split(os.pathsep)):
+        if kubeconfig and not any(_is_file(p) for p in kubeconfig.split(os.pathsep)):
             raise InvalidInput(
                 f"kubeconfig {kubeconfig} does not exist",
                 hint="pass --kubeconfig PATH or set KUBECONFIG",
@@ -78,6 +78,15 @@ def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> N
         ) from None
 
 
+def _is_file(path: str) -> bool:
+    """Whether ``path`` names a file; a name no file can have (too long, an unknown ~user)
+    is simply not one."""
+    try:
+        return Path(path).expanduser().is_file()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def check_kubeconfig(path: str, context: str | None) -> str | None:
     """Check the kubeconfig file(s) at ``path`` (``:``-separated, like ``$KUBECONFIG``) for
     what the client would choke on; the name of the user the chosen context uses."""
@@ -85,9 +94,9 @@ def check_kubeconfig(path: str, context: str | None) -> str | None:
 
     docs: list[tuple[Path, Mapping[str, Any]]] = []
     for one in path.split(os.pathsep):
-        p = Path(one).expanduser()
-        if not one or not p.exists():
+        if not one or not _is_file(one):
             continue  # like the client: files of a list that do not exist are skipped
+        p = Path(one).expanduser()
         try:
             text = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

@@ -175,10 +175,17 @@ def _check_writable(what: str, path: str | None) -> None:
     if not path:
         return
     parent = Path(path).parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    try:
+        usable = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+        # the temporary file beside it has a longer name: keep room for it
+        usable = usable and len(Path(path).name.encode()) + 16 <= os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # a name no directory can have (too long, ...)
+        usable = False
+    if not usable:
         env = RESULT_ENV if what == "result" else ERROR_ENV
         raise InvalidInput(
-            f"the {what} file {path} cannot be written: {parent} is not a writable directory",
+            f"the {what} file {path} cannot be written: {parent} is not a writable directory "
+            "or the name is too long",
             hint=f"point --{what}-file / ${env} into an existing, writable directory",
             field=f"{what}_file",
         )
