@@ -26,6 +26,10 @@ setup_system() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
+    if ((EUID != 0)); then
+      log "system: installing ${missing[*]} needs root (apt); the lab and its tests need root too"
+      exit 1
+    fi
     log "apt: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq

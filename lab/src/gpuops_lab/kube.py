@@ -434,14 +434,16 @@ def ensure_binaries(lab: Lab) -> Path:
     script = repo_root() / "scripts" / "build-kube.sh"
     log.warning("building Kubernetes binaries (%s missing); a cold build takes long", missing)
     build_log = lab.dir / "logs" / "kube-build.log"
-    build_log.parent.mkdir(parents=True, exist_ok=True)
-    with build_log.open("ab") as out:
+    out = proc.open_log(lab.dir, "kube-build")  # never through a symlink
+    try:
         rc = subprocess.call(
             ["bash", str(script)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "GPUOPS_CACHE": str(lab.config.cache)},
         )
+    finally:
+        os.close(out)
     if rc != 0:
         raise OperationFailed(f"scripts/build-kube.sh failed (exit {rc})", hint=f"see {build_log}")
     return bins

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import json
 import logging
 import os
@@ -23,28 +22,48 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import orjson
 
+from gpuops.adapters.kubeconfig import load_credentials
 from gpuops.adapters.kubedecode import (
-    label_selector,
+    created_at,
     node_from_api,
     pod_from_api,
+    quota_limits_from_api,
     scheduled_condition,
+    workload_selector,
 )
+from gpuops.adapters.kubeshape import page_items
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubeinput import dns_label, dns_subdomain
-from gpuops.core.kubemodel import Node, Pod, resource_amount
-from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed, Unreachable
+from gpuops.core.kubemodel import Node, Pod
+from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Objects per LIST page: big enough to keep round trips few, small enough to stream.
-PAGE_SIZE = int(os.environ.get("GPUOPS_KUBE_PAGE_SIZE", "500"))
+PAGE_SIZE_ENV = "GPUOPS_KUBE_PAGE_SIZE"
+_PAGE_SIZE_DEFAULT, _PAGE_SIZE_MAX = 500, 100_000
+
+
+def _page_size(value: str | None) -> tuple[int, str | None]:
+    """``$GPUOPS_KUBE_PAGE_SIZE`` (unset or empty: the default) and what is wrong with it."""
+    if value is None or value == "":
+        return _PAGE_SIZE_DEFAULT, None
+    if re.fullmatch(r"[0-9]{1,6}", value) and 1 <= int(value) <= _PAGE_SIZE_MAX:
+        return int(value), None
+    shown = repr(value[:20])
+    return _PAGE_SIZE_DEFAULT, (
+        f"{PAGE_SIZE_ENV}={shown} is not a page size: a whole number from 1 to {_PAGE_SIZE_MAX}"
+    )
+
+
+#: Objects per LIST page: big enough to keep round trips few, small enough to stream. A
+#: malformed value is reported by :meth:`KubeClient.connect` (exit 2), not at import.
+PAGE_SIZE, _PAGE_SIZE_PROBLEM = _page_size(os.environ.get(PAGE_SIZE_ENV))
 #: Pods that hold resources on a node: bound and not terminal.
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
@@ -66,7 +85,7 @@ class KubeClient:
 
     def __init__(self, api_client: Any) -> None:
         self._api = api_client
-        self.server: str = api_client.configuration.host
+        self.server: str = _safe_url(str(api_client.configuration.host))
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
@@ -74,39 +93,10 @@ class KubeClient:
         import urllib3  # noqa: PLC0415 - the client is heavy; import only when used
         from kubernetes.client import ApiClient, Configuration  # noqa: PLC0415
 
-        kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
-
+        if _PAGE_SIZE_PROBLEM:
+            raise InvalidInput(_PAGE_SIZE_PROBLEM, hint=f"unset {PAGE_SIZE_ENV} or fix it")
         cfg = Configuration()
-        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
-        in_cluster = (
-            not kubeconfig
-            and not os.environ.get("KUBECONFIG")
-            and not Path(path).exists()
-            and "KUBERNETES_SERVICE_HOST" in os.environ
-        )
-        try:
-            if in_cluster:
-                kconfig.load_incluster_config(client_configuration=cfg)
-            else:
-                if kubeconfig and not Path(kubeconfig).is_file():
-                    raise InvalidInput(
-                        f"kubeconfig {kubeconfig} does not exist",
-                        hint="pass --kubeconfig PATH or set KUBECONFIG",
-                    )
-                kconfig.load_kube_config(
-                    config_file=kubeconfig,
-                    context=context,
-                    client_configuration=cfg,
-                    persist_config=False,
-                )
-        except kconfig.ConfigException as exc:
-            source = "in-cluster service account" if in_cluster else f"kubeconfig {path}"
-            raise InvalidInput(
-                f"cannot load {source}: {exc}",
-                hint="pass --kubeconfig PATH or set KUBECONFIG to a valid kubeconfig",
-            ) from None
-        except (OSError, ValueError) as exc:
-            raise InvalidInput(f"cannot read kubeconfig {path}: {exc}") from None
+        load_credentials(cfg, kubeconfig, context)
         cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
         return cls(ApiClient(cfg))
 
@@ -115,8 +105,14 @@ class KubeClient:
 
     # -- HTTP -----------------------------------------------------------------------------
     def _get(self, path: str, query: Mapping[str, Any] | None = None, *, what: str) -> Any:
-        """GET ``path`` and return the decoded JSON; errors name ``what`` and the server."""
-        return self._parse(self._get_raw(path, query, what=what), what)
+        """GET ``path`` and return the decoded JSON object; errors name ``what`` and the server."""
+        doc = self._parse(self._get_raw(path, query, what=what), what)
+        if not isinstance(doc, dict):
+            raise OperationFailed(
+                f"the Kubernetes API at {self.server} answered {what} with JSON that is not "
+                "a JSON object"
+            )
+        return doc
 
     def _parse(self, data: bytes, what: str) -> Any:
         try:
@@ -186,8 +182,10 @@ class KubeClient:
             data: bytes = resp.read()
             status: int = resp.status
         except ApiException as exc:  # TLS failures surface as status 0
+            # only the first line, the exception's class: the rest can carry URLs (proxies)
+            kind = str(exc.reason or "").split("\n", 1)[0][:60] or f"HTTP {exc.status}"
             raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.server}: {exc.reason}",
+                f"cannot reach the Kubernetes API at {self.server} ({what}): {kind}",
                 hint="check the kubeconfig's server and certificate authority",
             ) from None
         except urllib3.exceptions.HTTPError as exc:
@@ -196,11 +194,21 @@ class KubeClient:
                 hint="is the cluster up? check the kubeconfig's server address",
             ) from None
         if status == 404:
+            if _status_reason(data) != "NotFound":  # no Kubernetes Status: not an API path
+                raise OperationFailed(
+                    f"{what}: {self.server} answered HTTP 404 without a Kubernetes Status: "
+                    f"{path} is not a Kubernetes API path there",
+                    hint="check the kubeconfig's server URL (a proxy's path prefix?)",
+                )
             raise NotFound(f"{what}: not found on {self.server}")
         if status == 409:
             raise Conflict(f"{what}: conflict on {self.server}: {_status_message(data)}")
         if status == 410:
-            raise _ExpiredError(what)
+            raise _ExpiredError(
+                f"{what}: the Kubernetes API at {self.server} answered HTTP 410 (Gone: the "
+                "list's continue token or resourceVersion expired)",
+                hint="retry; lower GPUOPS_KUBE_PAGE_SIZE if it persists",
+            )
         if status in (401, 403):
             raise OperationFailed(
                 f"the Kubernetes API at {self.server} refused {what}: HTTP {status} "
@@ -269,12 +277,14 @@ class KubeClient:
             try:
                 with _gc_paused(), contextlib.closing(self._pages(path, what, query)) as pages:
                     for raw in pages:
-                        doc = self._parse(raw, what)
-                        if (doc.get("metadata") or {}).get("continue", "") != _continue_token(raw):
-                            raise OperationFailed(  # never a verdict from a partial list
-                                f"cannot page {what} on {self.server}: unexpected list layout"
-                            )
-                        out.extend(decode(o) for o in doc.get("items") or ())
+                        items = self._items(self._parse(raw, what), raw, what)
+                        out.extend(decode(o) for o in items)
+            except NotFound:
+                raise OperationFailed(
+                    f"{what}: the API at {self.server} answered 404 Not Found for {path}: "
+                    "this server does not serve that list",
+                    hint="check the kubeconfig's server and that it is a Kubernetes API server",
+                ) from None
             except _ExpiredError:
                 if attempt == 2:
                     raise OperationFailed(
@@ -285,6 +295,14 @@ class KubeClient:
             else:
                 return out
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _items(self, doc: Any, raw: bytes, what: str) -> list[Mapping[str, Any]]:
+        """The items of one LIST page, checked: never a verdict from a list that could not be
+        read (a page without ``items`` is a failure, not an empty cluster)."""
+        items = page_items(doc, f"{what} on {self.server}")
+        if (doc.get("metadata") or {}).get("continue", "") != _continue_token(raw):
+            raise OperationFailed(f"cannot page {what} on {self.server}: unexpected list layout")
+        return items
 
     # -- queries --------------------------------------------------------------------------
     def list_nodes(self, resources: frozenset[str] | None = None) -> list[Node]:
@@ -339,27 +357,7 @@ class KubeClient:
             f"/api/v1/namespaces/{namespace}/resourcequotas",
             what=f"list resourcequotas in {namespace}",
         )
-        out = []
-        for q in doc.get("items") or ():
-            name = (q.get("metadata") or {}).get("name", "")
-            hard = (q.get("status") or {}).get("hard") or (q.get("spec") or {}).get("hard") or {}
-            used = (q.get("status") or {}).get("used") or {}
-            for key in (f"requests.{resource}", "pods"):
-                if key in hard:
-                    try:
-                        out.append(
-                            QuotaLimit(
-                                name,
-                                key,
-                                resource_amount(key, hard[key]),
-                                resource_amount(key, used.get(key, "0")),
-                            )
-                        )
-                    except (TypeError, ValueError):
-                        raise OperationFailed(
-                            f"ResourceQuota {namespace}/{name}: cannot read {key}"
-                        ) from None
-        return out
+        return quota_limits_from_api(doc, namespace, resource)
 
     def read_pod(self, namespace: str, name: str) -> PodObject:
         dns_label(namespace, "namespace")
@@ -388,13 +386,13 @@ class KubeClient:
             name,
             f"/apis/{group}/namespaces/{namespace}/{WORKLOAD_KINDS[kind]}/{quote(name)}",
         )
-        selector = label_selector((obj.get("spec") or {}).get("selector"))
+        selector = workload_selector(obj, f"{kind} {namespace}/{name}")
         if not selector:
             raise OperationFailed(f"{kind} {namespace}/{name} has no pod selector")
         items = self._list(
             f"/api/v1/namespaces/{namespace}/pods",
             f"list pods of {kind} {name}",
-            lambda o: (str((o.get("metadata") or {}).get("creationTimestamp")), _pod_object(o)),
+            lambda o: (created_at(o), _pod_object(o)),
             labelSelector=selector,
         )
         return [obj for _, obj in sorted(items, key=lambda item: item[0])]
@@ -409,8 +407,8 @@ class Conflict(OperationFailed):
     """409: the object exists already, or changed since it was read (resourceVersion)."""
 
 
-class _ExpiredError(GpuOpsError):
-    """Internal: 410 Gone, a paged list's continue token expired."""
+class _ExpiredError(OperationFailed):
+    """410 Gone: a paged list's continue token expired (``_list`` starts over once)."""
 
 
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
@@ -450,6 +448,28 @@ def _gc_paused() -> Iterator[None]:
 def _pod_object(obj: Mapping[str, Any]) -> PodObject:
     reason, message = scheduled_condition(obj)
     return PodObject(pod_from_api(obj, with_placement=True), reason, message)
+
+
+def _status_reason(data: bytes) -> str:
+    """The ``reason`` of a Kubernetes Status answer, "" when the body is not one."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if isinstance(doc, dict) and doc.get("kind") == "Status":
+        return str(doc.get("reason", ""))
+    return ""
+
+
+def _safe_url(url: str) -> str:
+    """A server URL for messages: without user:password@ (a kubeconfig may carry one)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    netloc += f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 def _status_message(data: bytes) -> str:

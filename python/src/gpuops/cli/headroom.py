@@ -14,7 +14,7 @@ import click
 from gpuops.adapters import webhook
 from gpuops.cli.base import GpuOpsGroup, Outcome
 from gpuops.cli.common import cluster_options, namespace_option, report_dir_option, write_report
-from gpuops.cli.types import Integer, Structured, Text
+from gpuops.cli.types import Integer, Structured, Text, shown
 from gpuops.core import headroom as core
 from gpuops.core.kubeinput import (
     dns_subdomain,
@@ -44,15 +44,15 @@ _KINDS = {
 
 def _env_name(value: str) -> str:
     if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     if not value.replace("_", "a").isalnum():
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     return value
 
 
 def _link(value: str) -> str:
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
@@ -200,7 +200,7 @@ def parse_target(target: str) -> tuple[str, str]:
         kind, name = "pod", target
     if kind.lower() not in _KINDS:
         raise InvalidInput(
-            f"workload {target!r}: kind {kind!r} is not pod, deployment or job",
+            f"workload {shown(target)}: kind {shown(kind)} is not pod, deployment or job",
             hint="write pod/NAME, deployment/NAME, job/NAME or just the pod's NAME",
         )
     return _KINDS[kind.lower()], dns_subdomain(name, f"{_KINDS[kind.lower()]} name")

@@ -1,6 +1,7 @@
 package org.gpuops
 
 import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertFalse
 import static org.junit.Assert.assertTrue
 
 import java.util.concurrent.TimeUnit
@@ -62,6 +63,55 @@ current-context: lab
 
         assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*gpus-per-pod[^\n]* \(invalid-input\)(\n.*)?/)
         assertEquals([0, 2], shCalls*.status)
+    }
+
+    @Test
+    void aBadValueIsNamedAsTheStepParameterItCameIn() {
+        credentialStore.kube = [content: UNREACHABLE_KUBECONFIG]
+        Map<String, Map> cases = [
+            gpusPerPod     : [gpusPerPod: true],
+            pods           : [gpusPerPod: 2, pods: 4.7],
+            namespace      : [gpusPerPod: 2, namespace: 'default\n'],
+            resource       : [gpusPerPod: 2, resource: 'a'],
+            reservePerClass: [gpusPerPod: 2, reservePerClass: [a100: '4\n']],
+            webhookUrlEnv  : [gpusPerPod: 2, webhookUrlEnv: -1],
+        ]
+        cases.each { String key, Map config ->
+            shCalls.clear()
+
+            String message = runStepExpectingError('checkGpuHeadroom', config + [kubeconfigCredentialsId: 'kube'])
+
+            assertTrue(message, message.startsWith("[checkGpuHeadroom] ${key}: parameter "))
+            assertTrue(message, message.contains('(invalid-input)'))
+            assertEquals(message, [0, 2], shCalls*.status)  // refused before the (unreachable) cluster
+        }
+    }
+
+    @Test
+    void noKubeconfigSecretReachesTheBuildErrorOrTheLog() {
+        String canary = "canary${UUID.randomUUID().toString().replace('-', '')}"
+        credentialStore.kube = [content: """\
+apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:1"}}]
+users:
+- name: ci
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: /bin/sh
+      args: ["-c", "echo 'refresh-token ${canary} rejected' >&2; exit 1"]
+      interactiveMode: Never
+contexts: [{name: lab, context: {cluster: lab, user: ci}}]
+current-context: lab
+"""]
+
+        String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 1, kubeconfigCredentialsId: 'kube'])
+
+        // the client logs the plugin's failure (with its stderr) and goes on without a token
+        assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*127\.0\.0\.1:1[^\n]* \(unreachable\)\n.*/)
+        assertNoCallCarries(canary)
+        shCalls.each { Map call -> assertFalse(call.output.toString(), call.output.toString().contains(canary)) }
     }
 
     @Test
