@@ -29,9 +29,9 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from gpuops.adapters import kubepages
 from gpuops.adapters.kubedecode import (
     label_selector,
-    node_from_api,
     pod_from_api,
     scheduled_condition,
 )
@@ -259,7 +259,44 @@ class KubeClient:
     def _list(
         self, path: str, what: str, decode: Callable[[Mapping[str, Any]], T], **query: str
     ) -> list[T]:
-        """Every item of a paged LIST, decoded page by page; an expired list starts over once.
+        """Every item of a paged LIST, each parsed as JSON and decoded with ``decode``."""
+
+        def read(raw: bytes) -> tuple[str, list[T]]:
+            doc = self._parse(raw, what)
+            token = (doc.get("metadata") or {}).get("continue", "")
+            return token, [decode(o) for o in doc.get("items") or ()]
+
+        return self._walk(path, what, read, query)
+
+    def _list_typed(
+        self, path: str, what: str, read: Callable[[bytes], tuple[str, list[T]]], **query: str
+    ) -> list[T]:
+        """Every item of a paged LIST, each page decoded by shape (:mod:`.kubepages`)."""
+
+        def typed(raw: bytes) -> tuple[str, list[T]]:
+            try:
+                return read(raw)
+            except kubepages.PageError as exc:
+                if exc.invalid:
+                    raise OperationFailed(
+                        f"the Kubernetes API at {self.server} sent invalid JSON for {what}"
+                    ) from None
+                raise OperationFailed(  # never a verdict from a page we could not read
+                    f"cannot read {what} on {self.server}: unexpected list layout",
+                    hint="the answer is not what Kubernetes sends; is the server a Kubernetes API?",
+                ) from None
+
+        return self._walk(path, what, typed, query)
+
+    def _walk(
+        self,
+        path: str,
+        what: str,
+        read: Callable[[bytes], tuple[str, list[T]]],
+        query: Mapping[str, str],
+    ) -> list[T]:
+        """Every item of a paged LIST, decoded page by page by ``read`` (a page's continue
+        token and items); an expired list starts over once.
 
         The cyclic garbage collector is paused meanwhile: decoding makes millions of short-lived
         containers and no cycles, and the collector's passes would cost more than the parse.
@@ -269,12 +306,12 @@ class KubeClient:
             try:
                 with _gc_paused(), contextlib.closing(self._pages(path, what, query)) as pages:
                     for raw in pages:
-                        doc = self._parse(raw, what)
-                        if (doc.get("metadata") or {}).get("continue", "") != _continue_token(raw):
+                        token, items = read(raw)
+                        if token != _continue_token(raw):
                             raise OperationFailed(  # never a verdict from a partial list
                                 f"cannot page {what} on {self.server}: unexpected list layout"
                             )
-                        out.extend(decode(o) for o in doc.get("items") or ())
+                        out.extend(items)
             except _ExpiredError:
                 if attempt == 2:
                     raise OperationFailed(
@@ -289,17 +326,17 @@ class KubeClient:
     # -- queries --------------------------------------------------------------------------
     def list_nodes(self, resources: frozenset[str] | None = None) -> list[Node]:
         """Every node; with ``resources``, only those names in allocatable and capacity."""
-        return self._list(
-            "/api/v1/nodes", "list nodes", partial(node_from_api, resources=resources)
+        return self._list_typed(
+            "/api/v1/nodes", "list nodes", partial(kubepages.node_page, resources=resources)
         )
 
     def list_bound_pods(self, resources: frozenset[str] | None = None) -> list[Pod]:
         """Non-terminal pods bound to a node, in all namespaces; with ``resources``, their
         requests of only those names (no placement either way)."""
-        return self._list(
+        return self._list_typed(
             "/api/v1/pods",
             "list pods",
-            partial(pod_from_api, resources=resources),
+            partial(kubepages.pod_page, resources=resources),
             fieldSelector=BOUND_PODS,
         )
 
