@@ -1,10 +1,12 @@
 """The Kubernetes API as the headroom logic needs it: fast LISTs, quotas, one workload.
 
-Uses the official client for kubeconfig / in-cluster credentials and its HTTP layer, but not
-its generated API classes or models: requests go out as plain paths with ``limit`` paging and
-field selectors, and the JSON comes back undecoded (the ``_preload_content=False`` path),
-to be picked apart by :mod:`gpuops.adapters.kubedecode`. Every client or transport exception
-becomes a :mod:`gpuops.errors` exception naming the server or object.
+Credentials come from a plain kubeconfig read directly (:mod:`.kubecreds`), else from the
+official client's loaders (exec plugins, auth providers, in-cluster); requests go out over a
+lean HTTPS transport (:mod:`.kubehttp`) as plain paths with ``limit`` paging and field
+selectors. Node and pod LIST pages are decoded by shape (:mod:`.kubepages`: the fields
+gpuops reads, nothing else), other answers as JSON picked apart by
+:mod:`gpuops.adapters.kubedecode`. Every client or transport exception becomes a
+:mod:`gpuops.errors` exception naming the server or object.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from gpuops.adapters import kubepages
+from gpuops.adapters.kubecreds import Credentials, from_configuration, plain_kubeconfig
 from gpuops.adapters.kubedecode import (
     label_selector,
     pod_from_api,
     scheduled_condition,
 )
+from gpuops.adapters.kubehttp import Transport
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubeinput import dns_label, dns_subdomain
 from gpuops.core.kubemodel import Node, Pod, resource_amount
@@ -48,8 +52,6 @@ PAGE_SIZE = int(os.environ.get("GPUOPS_KUBE_PAGE_SIZE", "500"))
 #: Pods that hold resources on a node: bound and not terminal.
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
-_CONNECT_TIMEOUT_S = 5.0
-_READ_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -64,19 +66,13 @@ class PodObject:
 class KubeClient:
     """A thin client bound to one API server."""
 
-    def __init__(self, api_client: Any) -> None:
-        self._api = api_client
-        self.server: str = api_client.configuration.host
+    def __init__(self, creds: Credentials) -> None:
+        self._http = Transport(creds)
+        self.server: str = creds.server
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
         """Load credentials from ``kubeconfig`` (else $KUBECONFIG, ~/.kube/config, in-cluster)."""
-        import urllib3  # noqa: PLC0415 - the client is heavy; import only when used
-        from kubernetes.client import ApiClient, Configuration  # noqa: PLC0415
-
-        kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
-
-        cfg = Configuration()
         path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
         in_cluster = (
             not kubeconfig
@@ -84,6 +80,14 @@ class KubeClient:
             and not Path(path).exists()
             and "KUBERNETES_SERVICE_HOST" in os.environ
         )
+        if not in_cluster and (creds := plain_kubeconfig(kubeconfig, context)) is not None:
+            return cls(creds)  # no need to import the official client at all
+        # the official client's loaders: exec plugins, auth providers, in-cluster, merging
+        from kubernetes.client import Configuration  # noqa: PLC0415 - heavy; only when used
+
+        kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
+
+        cfg = Configuration()
         try:
             if in_cluster:
                 kconfig.load_incluster_config(client_configuration=cfg)
@@ -107,11 +111,10 @@ class KubeClient:
             ) from None
         except (OSError, ValueError) as exc:
             raise InvalidInput(f"cannot read kubeconfig {path}: {exc}") from None
-        cfg.retries = urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2)
-        return cls(ApiClient(cfg))
+        return cls(from_configuration(cfg))
 
     def close(self) -> None:
-        self._api.close()
+        self._http.close()
 
     # -- HTTP -----------------------------------------------------------------------------
     def _get(self, path: str, query: Mapping[str, Any] | None = None, *, what: str) -> Any:
@@ -160,41 +163,9 @@ class KubeClient:
         *,
         what: str,
     ) -> bytes:
-        import urllib3  # noqa: PLC0415
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
-
-        url = path + ("?" + urlencode(query) if query else "")
-        headers_in = {"Accept": "application/json"}
-        if payload is not None:
-            headers_in["Content-Type"] = content_type
-        try:
-            method, full, headers, body, post = self._api.param_serialize(
-                verb,
-                url,
-                header_params=headers_in,
-                body=payload,
-                auth_settings=["BearerToken"],
-            )
-            resp = self._api.call_api(
-                method,
-                full,
-                headers,
-                body,
-                post,
-                _request_timeout=(_CONNECT_TIMEOUT_S, _READ_TIMEOUT_S),
-            )
-            data: bytes = resp.read()
-            status: int = resp.status
-        except ApiException as exc:  # TLS failures surface as status 0
-            raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.server}: {exc.reason}",
-                hint="check the kubeconfig's server and certificate authority",
-            ) from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.server} ({what}): {type(exc).__name__}",
-                hint="is the cluster up? check the kubeconfig's server address",
-            ) from None
+        target = path + ("?" + urlencode(query) if query else "")
+        # transport failures (refused, reset, timed out, TLS) raise Unreachable there
+        status, data = self._http.request(verb, target, _body(payload), content_type, what=what)
         if status == 404:
             raise NotFound(f"{what}: not found on {self.server}")
         if status == 409:
@@ -487,6 +458,15 @@ def _gc_paused() -> Iterator[None]:
 def _pod_object(obj: Mapping[str, Any]) -> PodObject:
     reason, message = scheduled_condition(obj)
     return PodObject(pod_from_api(obj, with_placement=True), reason, message)
+
+
+def _body(payload: Any) -> bytes | None:
+    """A request body: bytes and text as they are, anything else as JSON."""
+    if payload is None or isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode()
+    return json.dumps(payload).encode()
 
 
 def _status_message(data: bytes) -> str:
