@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuops.adapters.kubedecode import node_from_api, pod_from_api
-from gpuops.adapters.kubepages import PageError, node_page, pod_page
+from gpuops.adapters.kubepages import (
+    ListReader,
+    PageError,
+    node_page,
+    node_reader,
+    pod_page,
+    pod_reader,
+)
 from gpuops.errors import OperationFailed
 
 GPU = "nvidia.com/gpu"
@@ -139,3 +146,66 @@ def test_a_bad_quantity_names_the_object() -> None:
     }
     with pytest.raises(OperationFailed, match="pod t/p: cannot read quantity 'lots' of nvidia"):
         pod_page(page([bad]), KEEP)
+
+
+def feed(reader: ListReader[Any], raw: bytes, cuts: list[int]) -> list[Any]:
+    """Feed ``raw`` to ``reader`` in pieces ending at ``cuts``; every item it gives back."""
+    out: list[Any] = []
+    start = 0
+    for cut in sorted({*cuts, len(raw)}):
+        out += reader.feed(raw[start:cut])
+        start = cut
+    return out + reader.end()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(api_pods(), max_size=6),
+    st.lists(st.integers(0, 4000), max_size=8),
+    st.booleans(),
+    st.sampled_from([KEEP, None]),
+)
+def test_a_list_fed_in_any_pieces_decodes_like_the_whole_page(
+    items: list[dict[str, Any]], cuts: list[int], nested: bool, keep: Any
+) -> None:
+    if nested and items:  # an item holding what looks like the start of the next item
+        items[0]["spec"]["volumes"] = [{"name": "a"}, {"metadata": {"name": "v"}, "x": [1]}]
+    raw = page(items, "tok")
+    reader = pod_reader(keep)
+    assert feed(reader, raw, cuts) == pod_page(raw, keep)[1]
+    assert reader.token == "tok"
+
+
+def test_a_list_of_another_layout_is_decoded_whole_and_bad_ones_are_errors() -> None:
+    nodes = [
+        {"metadata": {"name": f"n{i}"}, "status": {"allocatable": {GPU: "8"}}} for i in range(3)
+    ]
+    pretty = orjson.dumps({"items": nodes, "metadata": {}}, option=orjson.OPT_INDENT_2)
+    assert [n.name for n in feed(node_reader(), pretty, [7, 100])] == ["n0", "n1", "n2"]
+    raw = page(nodes)
+    with pytest.raises(PageError) as err:
+        feed(node_reader(), raw[:-5], [50])  # cut short
+    assert err.value.invalid
+    with pytest.raises(PageError) as err:
+        feed(node_reader(), raw.replace(b'"n1"', b"7"), [40])  # a name that is not a string
+    assert not err.value.invalid
+    with pytest.raises(PageError):
+        feed(node_reader(), b'{"kind":"NodeList","metadata":{}}', [])  # no items
+    assert feed(node_reader(), page([]), [3]) == []
+
+
+def test_a_cut_inside_an_item_waits_for_the_rest_of_it() -> None:
+    nested = {
+        "metadata": {"name": "p0", "namespace": "t"},
+        "spec": {
+            "volumes": [{"name": "a"}, {"metadata": {"name": "v"}}],
+            "containers": [{"resources": {"requests": {GPU: "2"}}}],
+        },
+    }
+    other = {"metadata": {"name": "p1", "namespace": "t"}, "spec": {"containers": []}}
+    raw = page([nested, other])
+    false_cut = raw.index(b'},{"metadata":{"name":"v"')
+    reader = pod_reader(KEEP)
+    assert reader.feed(raw[: false_cut + 20]) == []  # only the false cut so far: nothing
+    pods = reader.feed(raw[false_cut + 20 :]) + reader.end()
+    assert [(p.name, p.requests) for p in pods] == [("p0", {GPU: 2}), ("p1", {})]

@@ -15,6 +15,7 @@ library's text); HTTP statuses are the caller's to map.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
@@ -22,7 +23,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,6 +98,48 @@ class Transport:
     ) -> tuple[int, bytes]:
         """Send ``method target`` (a path with its query); (status, body). Transport failures
         (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
+        headers = self._headers(body, content_type)
+        if self._proxy is not None:
+            return self._via_proxy(method, self._prefix + target, body, headers, what)
+        with self._errors(what):
+            conn, resp = self._send(method, self._prefix + target, body, headers)
+            try:
+                data = resp.read()
+            except BaseException:
+                conn.close()
+                raise
+        self._done(conn, resp)
+        return resp.status, data
+
+    @contextlib.contextmanager
+    def stream(self, target: str, *, what: str) -> Iterator[tuple[int, Callable[[int], bytes]]]:
+        """GET ``target``: (status, ``read``), where ``read(n)`` returns the body's next bytes
+        (at most ``n``; ``b""`` at its end), so that a large LIST is decoded while it
+        arrives. Transport failures raise :class:`Unreachable` as in :meth:`request`."""
+        headers = self._headers(None, "")
+        if self._proxy is not None:
+            status, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
+            chunks = iter((data,))
+            yield status, lambda _n: next(chunks, b"")
+            return
+        with self._errors(what):
+            conn, resp = self._send("GET", self._prefix + target, None, headers)
+
+        def read(n: int) -> bytes:
+            with self._errors(what):
+                return resp.read(n)
+
+        try:
+            yield resp.status, read
+        except BaseException:
+            conn.close()
+            raise
+        if resp.isclosed():  # read to its end: the connection can serve the next request
+            self._done(conn, resp)
+        else:
+            conn.close()
+
+    def _headers(self, body: bytes | None, content_type: str) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         auth = self._creds.authorization() if self._creds.authorization else None
         if auth:
@@ -109,10 +152,13 @@ class Transport:
             headers["Authorization"] = auth
         if body is not None:
             headers["Content-Type"] = content_type
-        if self._proxy is not None:
-            return self._via_proxy(method, self._prefix + target, body, headers, what)
+        return headers
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Transport failures as :class:`Unreachable`, in our words."""
         try:
-            return self._send(method, self._prefix + target, body, headers)
+            yield
         except ssl.SSLError as exc:  # before OSError: SSLError is one
             raise Unreachable(
                 f"cannot reach the Kubernetes API at {self.server}: the TLS handshake failed "
@@ -127,29 +173,31 @@ class Transport:
 
     def _send(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
-    ) -> tuple[int, bytes]:
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """The connection and the response, its body still to be read."""
         conn, reused = self._checkout()
         try:
             try:
                 conn.request(method, target, body, dict(headers))
-                resp = conn.getresponse()
+                return conn, conn.getresponse()
             except _STALE:
                 if not reused:
                     raise
                 conn.close()  # the server closed an idle keep-alive connection: once more
-                conn, _ = self._new(), False
+                conn = self._new()
                 conn.request(method, target, body, dict(headers))
-                resp = conn.getresponse()
-            data = resp.read()
+                return conn, conn.getresponse()
         except BaseException:
             conn.close()
             raise
+
+    def _done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """A response read to its end: keep its connection for the next request."""
         if resp.will_close:
             conn.close()
         else:
             with self._lock:
                 self._idle.append(conn)
-        return resp.status, data
 
     def _checkout(self) -> tuple[http.client.HTTPConnection, bool]:
         with self._lock:

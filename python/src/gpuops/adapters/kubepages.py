@@ -16,6 +16,7 @@ is never computed from a page we could not read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -117,6 +118,8 @@ class _Page(msgspec.Struct, Generic[ItemT], gc=False):
 
 _NODE_PAGE = msgspec.json.Decoder(_Page[_Node])
 _POD_PAGE = msgspec.json.Decoder(_Page[_Pod])
+_NODE_ITEMS = msgspec.json.Decoder(list[_Node])
+_POD_ITEMS = msgspec.json.Decoder(list[_Pod])
 _NO_NODE_META, _NO_NODE_SPEC, _NO_NODE_STATUS = _NodeMeta(), _NodeSpec(), _NodeStatus()
 _NO_POD_META, _NO_POD_SPEC = _PodMeta(), _PodSpec()
 
@@ -214,3 +217,105 @@ def _pod(p: _Pod, keep: Resources) -> Pod:
         placement=_NO_PLACEMENT,
         owner=owner,
     )
+
+
+# -- a LIST body decoded while it arrives ----------------------------------------------------
+#: The API server writes a list as {"kind":..,"apiVersion":..,"metadata":{..},"items":[..]}
+#: (compact, items last) and every node or pod object starts with its metadata.
+_ITEMS = b'"items":['
+_BOUNDARY = b'},{"metadata":{'
+_HEAD_MAX = 1 << 16
+
+
+class ListReader(Generic[T]):
+    """Decodes one LIST answer fed in pieces: whole items as soon as they are complete, so
+    that a 100 MB list of pods never sits in memory at once (and is decoded while the API
+    server still writes it).
+
+    Items are cut at ``},{"metadata":{`` (never inside a string: there a quote is escaped).
+    Should such a cut fall inside an item (a nested object that starts with metadata), the
+    piece does not parse and is kept until a later cut closes it; the head is checked by
+    decoding it with an empty item list. An answer of any other layout is decoded whole at
+    its end. Errors are :class:`PageError`, as for :func:`node_page` and :func:`pod_page`.
+    """
+
+    def __init__(
+        self,
+        page: msgspec.json.Decoder[_Page[Any]],
+        items: msgspec.json.Decoder[list[Any]],
+        convert: Callable[[Any], T],
+    ) -> None:
+        self._page, self._items, self._convert = page, items, convert
+        self._buf = bytearray()
+        self._head = False  # the head ("items":[ and before) is read and checked
+        self._whole = False  # not the layout above: decode the whole answer at its end
+        self._scan = 0  # where the next cut may start
+        self.token = ""  # the list's continue token, once the head is read
+
+    def feed(self, data: bytes) -> list[T]:
+        """The items that ``data`` completes."""
+        self._buf += data
+        if self._whole or (not self._head and not self._read_head()):
+            return []
+        cut = self._buf.rfind(_BOUNDARY, self._scan)
+        if cut < 0:
+            self._scan = max(0, len(self._buf) - len(_BOUNDARY))
+            return []
+        try:
+            items = self._items.decode(b"[" + self._buf[: cut + 1] + b"]")
+        except msgspec.ValidationError:
+            raise PageError(invalid=False) from None
+        except msgspec.DecodeError:  # the cut fell inside an item: wait for a later one
+            self._scan = cut + 1
+            return []
+        del self._buf[: cut + 2]  # the items and the comma after them
+        self._scan = 0
+        return [self._convert(i) for i in items]
+
+    def end(self) -> list[T]:
+        """The items left at the end of the answer."""
+        if self._whole or not self._head:
+            page = _decode(self._page, bytes(self._buf))
+            self.token = _token(page)
+            return [self._convert(i) for i in page.items]
+        rest = bytes(self._buf).rstrip()
+        if not rest.endswith(b"]}"):
+            raise PageError(invalid=True)
+        rest = rest[:-2].rstrip()
+        if not rest:
+            return []
+        try:
+            items = self._items.decode(b"[" + rest + b"]")
+        except msgspec.ValidationError:
+            raise PageError(invalid=False) from None
+        except msgspec.DecodeError:
+            raise PageError(invalid=True) from None
+        return [self._convert(i) for i in items]
+
+    def _read_head(self) -> bool:
+        at = self._buf.find(_ITEMS, 0, _HEAD_MAX)
+        if at < 0:
+            self._whole = len(self._buf) > _HEAD_MAX
+            return False
+        end = at + len(_ITEMS)
+        try:
+            page = self._page.decode(self._buf[:end] + b"]}")
+        except msgspec.ValidationError:
+            raise PageError(invalid=False) from None
+        except msgspec.DecodeError:
+            self._whole = True
+            return False
+        self.token = _token(page)
+        del self._buf[:end]
+        self._head = True
+        return True
+
+
+def node_reader(resources: Resources = None) -> ListReader[Node]:
+    """A :class:`ListReader` of nodes; see :func:`node_page`."""
+    return ListReader(_NODE_PAGE, _NODE_ITEMS, lambda n: _node(n, resources))
+
+
+def pod_reader(resources: Resources = None) -> ListReader[Pod]:
+    """A :class:`ListReader` of pods; see :func:`pod_page`."""
+    return ListReader(_POD_PAGE, _POD_ITEMS, lambda p: _pod(p, resources))
