@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -335,13 +336,13 @@ class Bench:
         self.pages = 0
         self.bytes = 0
 
-    def _url(self, path: str, query: Mapping[str, str], token: str) -> str:
-        q = {**query, "limit": str(PAGE_SIZE)}  # the order gpuops uses
+    def _url(self, path: str, query: Mapping[str, str], token: str, page_size: int) -> str:
+        q = {**query, "limit": str(page_size)} if page_size else dict(query)  # gpuops's order
         if token:
             q["continue"] = token
-        return f"{self.c.server}{path}?{urlencode(q)}"
+        return f"{self.c.server}{path}?{urlencode(q)}" if q else f"{self.c.server}{path}"
 
-    def walk(self) -> tuple[list[str], Sample]:
+    def walk(self, page_size: int = PAGE_SIZE) -> tuple[list[str], Sample]:
         """Follow the continue tokens page by page (one curl per page, body to a file whose
         head gives the next token): the URLs of every page, and that walk's own time."""
         urls: list[str] = []
@@ -350,7 +351,7 @@ class Bench:
         for path, query in LISTS:
             token = ""
             while True:
-                url = self._url(path, query, token)
+                url = self._url(path, query, token, page_size)
                 urls.append(url)
                 subprocess.run(["curl", "-K", str(self.curl_cfg), "-o", str(body), url], check=True)
                 with body.open("rb") as f:
@@ -362,10 +363,11 @@ class Bench:
                     break
         return urls, Sample(time.perf_counter() - t0, 0, f"{len(urls)} curl processes")
 
-    def floor(self) -> Sample:
+    def floor(self, page_size: int = PAGE_SIZE) -> Sample:
         """The raw LISTs alone: the pages of a fresh walk, fetched by one curl process over
-        one keep-alive connection, bodies to /dev/null."""
-        urls, _ = self.walk()
+        one keep-alive connection, bodies to /dev/null. With another ``page_size`` than
+        gpuops's, for information (``floor-paged``: what paging would cost the server)."""
+        urls, _ = self.walk(page_size)
         cfg = self.tmp / "urls.cfg"
         cfg.write_text("".join(f'url = "{u}"\noutput = "/dev/null"\n' for u in urls))
         t0 = time.perf_counter()
@@ -388,12 +390,16 @@ class Bench:
         rows = [line.split() for line in out.decode().splitlines()]
         if rc != 0 or len(rows) != len(urls) or any(r[0] != "200" for r in rows):
             sys.exit(f"floor curl failed (exit {rc}): {out.decode()[:500]}")
-        self.pages, self.bytes = len(urls), sum(int(r[1]) for r in rows)
-        conns = sum(int(r[2]) for r in rows)
-        return Sample(dt, rss, f"{len(urls)} pages, {self.bytes / 2**20:.1f} MiB, {conns} conn")
+        size, conns = sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows)
+        if page_size == PAGE_SIZE:
+            self.pages, self.bytes = len(urls), size
+        return Sample(dt, rss, f"{len(urls)} pages, {size / 2**20:.1f} MiB, {conns} conn")
 
-    def gpuops(self) -> Sample:
+    def gpuops(self, source: str | None = None) -> Sample:
+        """``gpuops headroom check``; with ``source``, the gpuops package from that folder
+        instead (an earlier version's ``python/src``, for an A/B row: ``--also``)."""
         out = self.tmp / "gpuops.out"
+        env = {**self.env, "PYTHONPATH": source} if source else self.env
         argv = [
             str(VENV_BIN / "gpuops"),
             "--output",
@@ -407,15 +413,17 @@ class Bench:
         ]
         with out.open("wb") as o, (self.tmp / "gpuops.err").open("wb") as e:
             t0 = time.perf_counter()
-            p = spawn(argv, self.tmp / "rss.gpuops", stdout=o, stderr=e, env=self.env)
+            p = spawn(argv, self.tmp / "rss.gpuops", stdout=o, stderr=e, env=env)
             rc, rss = wait_child(p, self.tmp / "rss.gpuops")
             dt = time.perf_counter() - t0
         if rc not in (0, 3):  # 3: the gate refused, still a full answer
             err = (self.tmp / "gpuops.err").read_text()[:1000]
             sys.exit(f"gpuops headroom check exited {rc}: {err}")
         doc = json.loads(out.read_text() if rc == 0 else (self.tmp / "gpuops.err").read_text())
-        self.last_gpuops = doc.get("result") or {}
-        return Sample(dt, rss, str(self.last_gpuops.get("verdict", "")))
+        result = doc.get("result") or {}
+        if source is None:
+            self.last_gpuops = result
+        return Sample(dt, rss, str(result.get("verdict", "")))
 
     def kubectl_script(self) -> Sample:
         out = self.tmp / "script.out"
@@ -531,13 +539,13 @@ def targets(
 
 def render(rows: Mapping[str, Mapping[str, Any]], goals: Sequence[Mapping[str, Any]]) -> str:
     head = (
-        f"{'approach':<12} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
+        f"{'approach':<15} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
         f"{'x kva':>6} {'peak RSS MiB':>13}  note"
     )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         lines.append(
-            f"{name:<12} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
+            f"{name:<15} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
             f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f}  "
             f"{r['note']}"
         )
@@ -594,18 +602,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--reuse", type=Path, metavar="DIR", help="use the kube lab running in DIR")
     ap.add_argument("--keep", action="store_true", help="leave the lab it started running")
     ap.add_argument("--kva", help="kubectl-view-allocations binary (default: PATH, tools cache)")
+    ap.add_argument(
+        "--paged-floor",
+        type=int,
+        default=500,
+        metavar="N",
+        help="also time the floor's LISTs in pages of N (for information; 0: not)",
+    )
     ap.add_argument("--max-x-floor", type=float, default=1.2)
     ap.add_argument("--max-x-kva", type=float, default=0.75)
     ap.add_argument("--max-rss-mib", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=16, help="parallel pod creations")
     ap.add_argument("--json-out", type=Path, help="also write the numbers as JSON here")
+    ap.add_argument(
+        "--also",
+        type=_variant,
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an extra row: gpuops run with the package from DIR (e.g. an earlier commit's "
+        "python/src, from git archive), to measure what a change did in the same run",
+    )
     args = ap.parse_args(argv)
     if args.nodes < 1 or args.pods < 0 or args.repeat < 1 or args.pods_per_node < 0:
         ap.error("--nodes and --repeat must be >= 1, --pods and --pods-per-node >= 0")
     if args.curve and args.reuse:
         ap.error("--curve grows the lab it starts; it cannot use a lab given with --reuse")
     return args
+
+
+def _variant(text: str) -> tuple[str, str]:
+    name, _, source = text.partition("=")
+    if not name or not (Path(source) / "gpuops" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=DIR with DIR/gpuops/")
+    return name, str(Path(source).resolve())
 
 
 def _sizes(text: str) -> list[int]:
@@ -644,6 +675,10 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
             approaches["kva"] = b.view_allocations
         else:
             print(f"kubectl-view-allocations skipped: {kva_why}")
+        for name, source in args.also:
+            approaches[f"gpuops@{name}"] = partial(b.gpuops, source)
+        if args.paged_floor and args.paged_floor != PAGE_SIZE:
+            approaches["floor-paged"] = partial(b.floor, args.paged_floor)
         samples: dict[str, list[Sample]] = {n: [] for n in [*approaches, "floor-walk"]}
         internal: list[dict[str, float]] = []
         for rnd in range(args.warmup + args.repeat):
@@ -655,7 +690,7 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
                     samples[name].append(s)
                     if name == "gpuops":
                         internal.append(b.last_gpuops.get("timings_s") or {})
-                print(f"{label}: {name:<11} {s.seconds:7.3f} s  {s.note}", flush=True)
+                print(f"{label}: {name:<15} {s.seconds:7.3f} s  {s.note}", flush=True)
             if timed:
                 samples["floor-walk"].append(b.walk()[1])
         return Run(
