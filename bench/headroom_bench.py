@@ -11,10 +11,12 @@ round-robin in the same run, each ``--repeat`` times:
   kva         ``kubectl-view-allocations -r nvidia.com/gpu -o csv`` (if installed)
 
 and prints median / min seconds, ratios and peak RSS, the targets and whether they were met.
-Run with the project's venv:
+With ``--curve 500,2000,5000`` it grows one lab through those node counts (10 pods each) and
+measures at each size: a scale curve. Run with the project's venv:
 
     .venv/bin/python bench/headroom_bench.py --nodes 200 --pods 2000        # quick
     .venv/bin/python bench/headroom_bench.py --json-out /tmp/headroom-bench.json  # 2000/20000
+    .venv/bin/python bench/headroom_bench.py --curve 500,2000,5000 --repeat 5  # the curve
 """
 
 from __future__ import annotations
