@@ -17,7 +17,9 @@ import pytest
 import yaml
 from integration.conftest_kube import KubeLab
 
+from gpuops.adapters import kube
 from gpuops.cli.main import run
+from gpuops_lab import kube as labkube
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -190,3 +192,29 @@ def test_a_refused_token_is_an_operation_failure_not_a_verdict(
     assert code == 1, doc
     assert "HTTP 401" in doc["error"]["message"] and server in doc["error"]["message"]
     assert "not-a-lab-token" not in json.dumps(doc)
+
+
+def test_pages_asked_for_ahead_give_the_same_list(kube_lab: KubeLab) -> None:
+    """Tiny pages, several in flight at once, against one unpaged LIST: the same pods and
+    nodes (the continue chain is followed to its end, nothing twice, nothing lost)."""
+    ns = f"pages-{os.getpid()}"
+    kube_lab.core.create_namespace({"metadata": {"name": ns}})
+    node = kube_lab.core.list_node().items[0].metadata.name
+    for i in range(9):
+        body = labkube.pod_body(f"p{i}", namespace=ns, node=node, gpus=i % 2)
+        kube_lab.core.create_namespaced_pod(ns, body)
+    client = kube.KubeClient.connect(str(kube_lab.kubeconfig))
+    saved = kube.PAGE_SIZE
+    try:
+        kube.PAGE_SIZE = 0
+        whole = sorted(p.key for p in client.list_bound_pods())
+        nodes = sorted(n.name for n in client.list_nodes())
+        kube.PAGE_SIZE = 2
+        paged = [p.key for p in client.list_bound_pods()]
+        assert sorted(paged) == whole and len(set(paged)) == len(paged)
+        assert {f"{ns}/p{i}" for i in range(9)} <= set(whole)
+        assert sorted(n.name for n in client.list_nodes()) == nodes
+    finally:
+        kube.PAGE_SIZE = saved
+        client.close()
+        kube_lab.core.delete_namespace(ns)

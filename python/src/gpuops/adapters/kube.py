@@ -47,13 +47,17 @@ from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed, Unreachabl
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Objects per LIST page; 0 (the default): no paging. The API server answers an unpaged LIST
-#: from its watch cache in one go, while each ``continue`` page costs it far more (measured
-#: in the lab, 5,000 pods: 0.6-0.9 s unpaged, 2.4-3.6 s in pages of 500 or 2,000); gpuops
-#: decodes a node or pod list while it arrives, so an unpaged list is never held whole.
-PAGE_SIZE = int(os.environ.get("GPUOPS_KUBE_PAGE_SIZE", "0"))
-#: Bytes read from a LIST answer at a time (then decoded).
-_READ_SIZE = 1 << 20
+#: Objects per LIST page (0: no paging). Node and pod pages are asked for ahead (``_AHEAD``
+#: at once), so that the API server prepares several pages in parallel: measured in the lab
+#: (50,000 pods, the server busy), pages of 500 one at a time 126 s, 3 ahead 70 s, pages of
+#: 1,000 3 ahead 34 s (medians of 3). An unpaged LIST must be served within the server's
+#: request timeout (60 s by default): on that busy server one was cut off mid-answer.
+PAGE_SIZE = int(os.environ.get("GPUOPS_KUBE_PAGE_SIZE", "1000"))
+#: Node and pod LIST pages in flight at once (each on its own connection).
+_AHEAD = 3
+#: Bytes read from a LIST answer at a time (then decoded); the first read is small, so that
+#: the head, with the next page's continue token, is seen early.
+_READ_SIZE, _HEAD_READ = 1 << 20, 1 << 14
 #: Pods that hold resources on a node: bound and not terminal.
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
@@ -265,7 +269,7 @@ class KubeClient:
                 if attempt == 2:
                     raise OperationFailed(
                         f"{what} on {self.server}: the list kept expiring while paging",
-                        hint="retry; set GPUOPS_KUBE_PAGE_SIZE=0 (no paging) if it persists",
+                        hint="retry; lower GPUOPS_KUBE_PAGE_SIZE if it persists",
                     ) from None
                 log.info("list of %s expired while paging; starting over", what)
             except kubepages.PageError as exc:
@@ -286,25 +290,85 @@ class KubeClient:
         reader: Callable[[], kubepages.ListReader[T]],
         query: Mapping[str, str],
     ) -> list[T]:
+        """The pages of a LIST, each decoded while it arrives. Page n+1 is asked for as soon
+        as page n's head (which carries the continue token) has arrived, so that the API
+        server prepares up to ``_AHEAD`` pages at once instead of idling between them."""
+        slots = threading.BoundedSemaphore(_AHEAD)
+        lock = threading.Lock()
+        stop = threading.Event()
+        pages: list[list[T]] = []
+        threads: list[threading.Thread] = []
+        failures: list[BaseException] = []
+
+        def fetch(index: int, token: str) -> None:
+            with slots:
+                if stop.is_set():
+                    return
+                try:
+                    pages[index] = self._read_page(
+                        path, what, reader(), query, token, partial(follow, index + 1)
+                    )
+                except BaseException as exc:  # handed to the caller, which raises the first
+                    with lock:
+                        failures.append(exc)
+                    stop.set()
+
+        def follow(index: int, token: str) -> None:
+            with lock:
+                pages.append([])
+                threads.append(
+                    threading.Thread(
+                        target=fetch, args=(index, token), name=f"gpuops-{what}-{index}"
+                    )
+                )
+                thread = threads[-1]
+            thread.start()
+
+        follow(0, "")
+        joined = 0
+        while True:  # a page starts its successor before it ends: join in order
+            with lock:
+                if joined == len(threads):
+                    break
+                thread = threads[joined]
+            thread.join()
+            joined += 1
+        if failures:
+            raise failures[0]
+        return [item for page in pages for item in page]
+
+    def _read_page(
+        self,
+        path: str,
+        what: str,
+        page: kubepages.ListReader[T],
+        query: Mapping[str, str],
+        token: str,
+        follow: Callable[[str], None],
+    ) -> list[T]:
+        """One page, decoded while it arrives; ``follow`` gets the next page's continue token
+        as soon as the head has brought it."""
+        q = {**query, "limit": str(PAGE_SIZE)} if PAGE_SIZE else dict(query)
+        if token:
+            q["continue"] = token
         out: list[T] = []
-        token = ""
-        while True:
-            q = {**query, "limit": str(PAGE_SIZE)} if PAGE_SIZE else dict(query)
-            if token:
-                q["continue"] = token
-            page = reader()
-            with self._http.stream(f"{path}?{urlencode(q)}" if q else path, what=what) as (
-                status,
-                read,
-            ):
-                if not 200 <= status < 300:
-                    self._check_status(status, b"".join(iter(partial(read, _READ_SIZE), b"")), what)
-                while chunk := read(_READ_SIZE):
-                    out.extend(page.feed(chunk))
-                out.extend(page.end())
-            token = page.token
-            if not token:
-                return out
+        followed = False
+        with self._http.stream(f"{path}?{urlencode(q)}" if q else path, what=what) as (
+            status,
+            read,
+        ):
+            if not 200 <= status < 300:
+                self._check_status(status, b"".join(iter(partial(read, _READ_SIZE), b"")), what)
+            while chunk := read(_READ_SIZE if followed else _HEAD_READ):
+                out.extend(page.feed(chunk))
+                if not followed and page.head_read:
+                    followed = True
+                    if page.token:
+                        follow(page.token)
+            out.extend(page.end())
+        if not followed and page.token:  # a layout whose head was only read at its end
+            follow(page.token)
+        return out
 
     def _walk(
         self,

@@ -252,6 +252,11 @@ class ListReader(Generic[T]):
         self._scan = 0  # where the next cut may start
         self.token = ""  # the list's continue token, once the head is read
 
+    @property
+    def head_read(self) -> bool:
+        """Whether the head has been read (and :attr:`token` is the list's)."""
+        return self._head
+
     def feed(self, data: bytes) -> list[T]:
         """The items that ``data`` completes."""
         self._buf += data
