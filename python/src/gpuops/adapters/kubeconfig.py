@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,26 @@ from gpuops.logs import remember_secret
 _HINT = "fix the kubeconfig (kubectl config view shows it with secrets hidden), or pass another"
 
 
-def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> None:
-    """Fill the client ``Configuration`` ``cfg`` from ``kubeconfig`` (else ``$KUBECONFIG``,
-    ``~/.kube/config``, else the in-cluster service account). Every failure is ours to word:
-    InvalidInput (exit 2), or Unreachable (4) for an identity provider that does not answer."""
-    import urllib3  # noqa: PLC0415 - heavy; only when connecting
+@dataclass(frozen=True)
+class Source:
+    """Where the credentials come from, checked: a kubeconfig (and the context asked for) or
+    the in-cluster service account; ``user`` is the kubeconfig user the context names."""
 
-    kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
+    kubeconfig: str | None
+    context: str | None
+    path: str
+    in_cluster: bool
+    user: str | None = None
+
+    @property
+    def what(self) -> str:
+        return "the in-cluster service account" if self.in_cluster else f"kubeconfig {self.path}"
+
+
+def find_source(kubeconfig: str | None, context: str | None) -> Source:
+    """``kubeconfig`` (else ``$KUBECONFIG``, ``~/.kube/config``, else the in-cluster service
+    account), checked for what the client would choke on; its secrets are remembered so that
+    nothing gpuops prints can show them. InvalidInput (exit 2) names file, line and entry."""
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
     in_cluster = (
         not kubeconfig
@@ -35,22 +49,30 @@ def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> N
         and not _is_file(path)
         and "KUBERNETES_SERVICE_HOST" in os.environ
     )
-    user = None
     if in_cluster:
-        source = "the in-cluster service account"
+        return Source(kubeconfig, context, path, in_cluster=True)
+    if kubeconfig and not any(_is_file(p) for p in kubeconfig.split(os.pathsep)):
+        raise InvalidInput(
+            f"kubeconfig {kubeconfig} does not exist",
+            hint="pass --kubeconfig PATH or set KUBECONFIG",
+        )
+    return Source(kubeconfig, context, path, False, check_kubeconfig(path, context))
+
+
+def load_credentials(cfg: Any, source: Source) -> None:
+    """Fill the client ``Configuration`` ``cfg`` from ``source`` with the official client's
+    loaders. Every failure is ours to word: InvalidInput (exit 2), or Unreachable (4) for an
+    identity provider that does not answer."""
+    import urllib3  # noqa: PLC0415 - heavy; only when connecting
+
+    kconfig: Any = importlib.import_module("kubernetes.config")  # untyped module
+    if source.in_cluster:
         load = partial(kconfig.load_incluster_config, client_configuration=cfg)
     else:
-        if kubeconfig and not any(_is_file(p) for p in kubeconfig.split(os.pathsep)):
-            raise InvalidInput(
-                f"kubeconfig {kubeconfig} does not exist",
-                hint="pass --kubeconfig PATH or set KUBECONFIG",
-            )
-        source = f"kubeconfig {path}"
-        user = check_kubeconfig(path, context)
         load = partial(
             kconfig.load_kube_config,
-            config_file=kubeconfig,
-            context=context,
+            config_file=source.kubeconfig,
+            context=source.context,
             client_configuration=cfg,
             persist_config=False,
         )
@@ -59,21 +81,21 @@ def load_credentials(cfg: Any, kubeconfig: str | None, context: str | None) -> N
     except kconfig.ConfigException:
         # its text can hold a whole kubeconfig user entry (tokens, OIDC secrets, the output of
         # an exec plugin): never shown, only what we can say ourselves
-        whose = f" of user {user!r}" if user else ""
+        whose = f" of user {source.user!r}" if source.user else ""
         raise InvalidInput(
-            f"cannot load {source}: the credentials{whose} are incomplete or malformed "
+            f"cannot load {source.what}: the credentials{whose} are incomplete or malformed "
             "(the client library's details are withheld: they can contain secrets)",
             hint=_HINT,
         ) from None
     except urllib3.exceptions.HTTPError as exc:  # an OIDC token refresh that got no answer
         raise Unreachable(
-            f"cannot load {source}: refreshing its credentials got no answer "
+            f"cannot load {source.what}: refreshing its credentials got no answer "
             f"({type(exc).__name__})",
             hint="is the identity provider (the kubeconfig's idp-issuer-url) reachable?",
         ) from None
     except Exception as exc:  # any error of the client library, told in our words
         raise InvalidInput(
-            f"cannot load {source}: {type(exc).__name__} while loading its credentials",
+            f"cannot load {source.what}: {type(exc).__name__} while loading its credentials",
             hint=_HINT,
         ) from None
 
