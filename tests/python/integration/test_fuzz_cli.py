@@ -35,7 +35,7 @@ pytestmark = pytest.mark.timeout(900)
 class Env:
     """What a command needs to run for real here, and the exit codes allowed there."""
 
-    needs: str = "kube"  # the lab component it talks to
+    needs: str = "kube"  # the lab component it talks to: "kube", or "files" (reads/writes files)
     exits: frozenset[int] = field(default_factory=lambda: frozenset({0, 2, 3}))
     creates: bool = False  # True: it may create objects (then it needs its own checks)
 
@@ -45,7 +45,13 @@ class Env:
 ENVIRONMENTS: dict[str, Env] = {
     "headroom check": Env(exits=frozenset({0, 2, 3})),
     "headroom explain": Env(exits=frozenset({0, 2})),
+    # reads a result document and writes a page: exit 1 is an unusable input document
+    "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
 }
+
+#: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
+#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and nothing else.
+TMP = "{tmp}"
 
 #: Realistic values per option type name (``gpuops describe``'s "type"), so that examples get
 #: past the first check and reach the cluster.
@@ -71,7 +77,10 @@ EXAMPLES: dict[str, list[Any]] = {
     "url": ["https://ci.example/job/1", "http://127.0.0.1:9/x"],
     "context": ["gpuops-lab", "no-such-context"],
     "workload": ["pod/fuzz-pending", "fuzz-pending", "pod/ghost", "deployment/ghost", "job/ghost"],
+    "path": [f"{TMP}/headroom.json", f"{TMP}/page", f"{TMP}/missing.json", TMP, f"{TMP}/a/b/c"],
 }
+#: The first plausible value of an option by name, where the type's first example is not it.
+FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page"}
 
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
@@ -152,8 +161,8 @@ def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[s
             params["kubeconfig"] = kubeconfig
         elif option["required"]:
             kind = option["type"]
-            params[option["name"]] = (
-                option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
+            params[option["name"]] = FIRST_BY_NAME.get(
+                option["name"], option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
             )
     return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
 
@@ -188,6 +197,17 @@ def _objects(lab: KubeLab) -> set[tuple[str, str, str]]:
     return found
 
 
+def _in(tmp: str, value: Any) -> Any:
+    """``value`` with the scratch-folder placeholder replaced, wherever it holds text."""
+    if isinstance(value, str):
+        return value.replace(TMP, tmp)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_in(tmp, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _in(tmp, v) for k, v in value.items()}
+    return value
+
+
 def _one(path: str, argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -212,13 +232,28 @@ def pending_pod(kube_lab: KubeLab) -> Iterator[str]:
     kube_lab.core.delete_namespaced_pod("fuzz-pending", "default", grace_period_seconds=0)
 
 
+@pytest.fixture(scope="module")
+def headroom_result(kube_lab: KubeLab) -> str:
+    """A real ``headroom check --show-nodes`` result of the lab: the input reports read."""
+    code, out, err = _one("headroom check", ["--output", "json", "headroom", "check",
+                                             "--kubeconfig", str(kube_lab.kubeconfig),
+                                             "--gpus-per-pod", "1", "--show-nodes"])  # fmt: skip
+    assert code in (0, 3), err
+    return out
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
-    kube_lab: KubeLab, pending_pod: str, path: str, how: str, monkeypatch: pytest.MonkeyPatch
+    kube_lab: KubeLab,
+    pending_pod: str,
+    headroom_result: str,
+    path: str,
+    how: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs == "kube", f"gpuops {path} needs {env.needs}: give this test that lab"
+    assert env.needs in ("kube", "files"), f"gpuops {path} needs {env.needs}: give it that lab"
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
                 "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -229,8 +264,9 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     @example(call=_first_plausible(path, str(kube_lab.kubeconfig)))
     @given(call=_call(path, str(kube_lab.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
-        params, args = call
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
+            params, args = _in(tmp, call)
+            (Path(tmp) / "headroom.json").write_text(headroom_result)
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
@@ -238,7 +274,8 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
                 argv += ["--params-file", str(pfile), *path.split(), *args]
             else:
                 argv += [*path.split(), *_flags(path, params), "--", *args]
-            code, out, err = _one(path, argv)
+            with contextlib.chdir(tmp):  # a relative path lands in the scratch folder
+                code, out, err = _one(path, argv)
         seen.add(code)
         assert code in env.exits, f"exit {code}: {err or out}"
         assert "Traceback" not in out + err
