@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from gpuops import __version__
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ ACCEPT = ", ".join(MANIFEST_TYPES)
 MAX_MANIFEST_BYTES = 4 << 20  # distribution's own limit
 MAX_CONFIG_BYTES = 16 << 20
 DEFAULT_TIMEOUT_S = 30.0
+USER_AGENT = f"gpuops/{__version__}"
 USERNAME_ENV = "GPUOPS_REGISTRY_USERNAME"
 PASSWORD_ENV = "GPUOPS_REGISTRY_PASSWORD"  # noqa: S105 - the variable's name, not a secret
 
@@ -233,7 +235,7 @@ class Registry:
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                conn.request(method, path, body=body, headers=dict(headers))
+                conn.request(method, path, body=body, headers={"User-Agent": USER_AGENT, **headers})
                 resp = conn.getresponse()
                 data = resp.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
@@ -298,7 +300,7 @@ class Registry:
         query = [("service", params["service"])] if params.get("service") else []
         query += [("scope", s) for s in scope.split(" ")]
         path = (parts.path or "/") + "?" + urlencode(query)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if self.config.credentials is not None:
             headers["Authorization"] = self.config.credentials.basic()
         host = parts.netloc
