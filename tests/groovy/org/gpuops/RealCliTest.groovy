@@ -1,6 +1,7 @@
 package org.gpuops
 
 import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertFalse
 import static org.junit.Assert.assertTrue
 
 import java.util.concurrent.TimeUnit
@@ -85,7 +86,7 @@ current-context: lab
     }
 
     @Test
-    void buildImageNamesAMissingContextByItsStepParameter() {
+    void theImageStepNamesAMissingContextByItsStepParameter() {
         String message = runStepExpectingError('buildImage',
             [image: '127.0.0.1:5000/team/app', context: 'no-such-dir', buildNumber: '1'])
 
@@ -95,21 +96,21 @@ current-context: lab
     }
 
     @Test
-    void buildImageKeepsTheRegistryPasswordOutOfScriptsOutputAndMessages() {
+    void theImageStepKeepsTheRegistryPasswordOutOfScriptsOutputAndMessages() {
         String secret = 'real-cli-registry-s3cret'
         credentialStore.harbor = [username: 'ci', password: secret]
         new File(workspace.root, 'Dockerfile').text = 'FROM 127.0.0.1:5000/lab/base:1\n'
         env.DOCKER_HOST = "unix://${workspace.root}/no-daemon.sock".toString()
 
         String message = runStepExpectingError('buildImage', [image: '127.0.0.1:5000/team/app', buildNumber: '1',
-                                                              registryCredentialsId: 'harbor', dockerApiVersion: '1.41'])
+            registryCredentialsId: 'harbor', dockerApiVersion: '1.41'])
 
         assertTrue(message, message.startsWith("[buildImage] cannot reach the image builder at ${env.DOCKER_HOST}"))
         assertTrue(message, message.contains('(unreachable)'))
         assertEquals([0, 4], shCalls*.status)
         assertNoCallCarries(secret)
         assertTrue(shCalls.every { !it.output.contains(secret) })
-        assertTrue(!message.contains(secret))
+        assertFalse(message.contains(secret))
     }
 
     // ---- a real agent ---------------------------------------------------------------
