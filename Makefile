@@ -6,7 +6,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
 
-.PHONY: bench-headroom demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+.PHONY: bench-headroom bench-image demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
 
 demo: setup
 	scripts/demo.sh
@@ -51,3 +51,7 @@ bench-headroom: setup
 	test -x $(GPUOPS_CACHE)/tools/bin/kubectl-view-allocations || \
 	  cargo install --locked kubectl-view-allocations --root $(GPUOPS_CACHE)/tools
 	$(PY) bench/headroom_bench.py $(BENCH_ARGS)
+
+# Tag moves of a 1 MiB and a 1 GiB image against skopeo copy, and a cached rebuild (own lab).
+bench-image: setup
+	$(PY) bench/image_bench.py $(BENCH_ARGS)

@@ -373,3 +373,22 @@ def test_manifest_descriptors() -> None:
     assert index.is_index
     assert [c["digest"] for c in index.children()] == ["sha256:a"]
     assert index.blobs() == []
+
+
+def test_compat_table_shows_every_refused_node_and_caps_the_rest() -> None:
+    from gpuops.render.images import MAX_ROWS, compat_table
+
+    nodes = [(f"n{i:03d}", _labels("550.90.07")) for i in range(60)]
+    nodes += [("old-1", _labels("520.61.05")), ("old-2", {})]
+    result = cuda.check_class(nodes, V("12.2"))
+    data = {
+        **result.to_dict(),
+        "image": "reg.io/x:1",
+        "cuda_source": "env CUDA_VERSION",
+        "node_selector": {"accelerator": "h800"},
+    }
+    text = compat_table(data)
+    assert "old-1" in text
+    assert "old-2" in text
+    assert f"... {62 - MAX_ROWS} more nodes (see --output json)" in text
+    assert "needs driver >= 525.60.13" in text

@@ -6,6 +6,9 @@ from typing import Any
 
 from gpuops.core.imagerecord import OCI_KEYS, BuildRecord
 
+#: Node rows a compat table shows beyond the refused ones (all are in the JSON result).
+MAX_ROWS = 40
+
 
 def _size(n: int | None) -> str:
     if n is None:
@@ -86,10 +89,15 @@ def compat_table(data: dict[str, Any]) -> str:
             )
         )
     lines.append(f"{'NODE':<28} {'DRIVER':<12} {'VERDICT':<14} WHY")
-    for n in data["nodes"]:
+    refused = [n for n in data["nodes"] if n["node"] in set(data["offending"])]
+    passed = [n for n in data["nodes"] if n["node"] not in set(data["offending"])]
+    shown = refused + passed[: max(0, MAX_ROWS - len(refused))]
+    for n in shown:  # every refused node, then passing ones up to MAX_ROWS
         lines.append(
             f"{n['node']:<28} {n.get('driver') or '-':<12} {n['verdict']:<14} {n.get('reason', '')}"
         )
+    if len(shown) < len(data["nodes"]):
+        lines.append(f"... {len(data['nodes']) - len(shown)} more nodes (see --output json)")
     lines.append("drivers: " + ", ".join(f"{d['driver']} ({d['nodes']})" for d in data["drivers"]))
     lines.append(data["message"])
     return "\n".join(lines)
