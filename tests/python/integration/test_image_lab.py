@@ -441,6 +441,23 @@ def test_cleanup_removes_what_the_build_made_and_nothing_else(
     assert registry_lab.manifest_digest(repo.split("/", 1)[1], "2") == run.result["digest"]
 
 
+def test_cleanup_also_removes_a_base_image_the_build_pulled(
+    registry_lab: RegistryLab, tmp_path: Path
+) -> None:
+    api = registry_lab.docker.api
+    base = f"{registry_lab.url}/test/base-{uuid.uuid4().hex[:6]}:1"
+    registry_lab.build(base, f"FROM {registry_lab.base_image}\nLABEL pulled=yes\n")
+    pushed_digest(registry_lab.push(base))
+    registry_lab.docker.images.remove(base, force=True)  # in the registry, not on this "agent"
+    before = set(api.images(all=True, quiet=True))
+    repo = _repo(registry_lab, "pulls")
+    ctx = context(tmp_path, f"FROM {base}\nCOPY a /a\n", {"a": uuid.uuid4().hex})
+    run = _build(registry_lab, tmp_path, repo, ctx, "--build-number", "1", "--cleanup")
+    assert run.returncode == 0, run.error
+    assert set(api.images(all=True, quiet=True)) == before
+    assert len(run.result["cleanup"]["removed"]) >= 3  # the tag, the image, the pulled base
+
+
 # -- the authenticated registry: htpasswd + TLS with the lab CA ------------------------------
 def test_auth_registry_build_with_credentials_from_env_and_ca(
     auth_registry_lab: RegistryLab, tmp_path: Path
