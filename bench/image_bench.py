@@ -12,8 +12,8 @@ rounds; every round copies to a tag that does not exist yet, so every copy write
   skopeo small / big     ``skopeo copy docker://<img>:1 docker://<img>:skopeo-<n>`` (Debian's)
   python -c pass         the interpreter alone, and ``gpuops --version``: start-up cost
 
-once against the loopback registry and once through ``latency_proxy.py`` adding ``--rtt-ms``
-of round-trip time (a registry across a network, as Harbor is; 0 skips it),
+once against the loopback registry and once per ``--rtt-ms`` value through ``latency_proxy.py``
+adding that round-trip time (a registry across a network, as Harbor is; 0 skips it),
 
 It prints medians, the ratios the targets are about (big / small <= 1.5; gpuops <= skopeo),
 the requests each tool sent (from the registry's own log, by User-Agent), and fails (exit 1)
@@ -205,9 +205,9 @@ def main() -> int:
     ap.add_argument("--registry-auth", action="store_true", help="htpasswd + TLS lab registry")
     ap.add_argument(
         "--rtt-ms",
-        type=float,
-        default=20.0,
-        help="also measure through a proxy adding this round-trip time (0: loopback only)",
+        default="20,50",
+        help="also measure through a proxy adding these round-trip times, comma-separated "
+        "(empty or 0: loopback only)",
     )
     ap.add_argument("--lab-dir", default="/tmp/gpuops-image-bench")
     ap.add_argument("--reuse", metavar="DIR", help="a running lab (registry + builder)")
@@ -351,11 +351,11 @@ def run(b: Bench, args: argparse.Namespace) -> int:
 
     results = {"loopback": measure(b, host, small_name, big_name, args.repeat, "lo")}
     report("loopback", results["loopback"], args.repeat)
-    if args.rtt_ms > 0:
-        proc, via = proxy(b, args.rtt_ms)
+    for rtt in [float(x) for x in str(args.rtt_ms).split(",") if x.strip() and float(x) > 0]:
+        proc, via = proxy(b, rtt)
         try:
-            name = f"{args.rtt_ms:g} ms round trip"
-            results[name] = measure(b, via, small_name, big_name, args.repeat, "rtt")
+            name = f"{rtt:g} ms round trip"
+            results[name] = measure(b, via, small_name, big_name, args.repeat, f"rtt{rtt:g}")
             report(name, results[name], args.repeat)
         finally:
             proc.terminate()
