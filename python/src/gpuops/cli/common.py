@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import click
 
 from gpuops.cli.types import Text
-from gpuops.core.kubeinput import dns_label
 from gpuops.errors import GpuOpsError, InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -20,13 +19,19 @@ def _path(value: str) -> str:
     return value
 
 
+def _namespace(value: str) -> str:
+    from gpuops.core.kubeinput import dns_label  # noqa: PLC0415 - only when a namespace is given
+
+    return dns_label(value, "namespace")
+
+
 def namespace_option(help_text: str, default: str = "default") -> Callable[[F], F]:
     return click.option(
         "-n",
         "--namespace",
         default=default,
         show_default=True,
-        type=Text("namespace", lambda v: dns_label(v, "namespace")),
+        type=Text("namespace", _namespace),
         help=help_text,
     )
 
@@ -34,10 +39,12 @@ def namespace_option(help_text: str, default: str = "default") -> Callable[[F], 
 def cluster_options(f: F) -> F:
     """``--kubeconfig`` and ``--context``, handed to the command as ``cluster`` (a
     :class:`gpuops.usecases.cluster.Cluster`)."""
-    from gpuops.usecases.cluster import Cluster  # noqa: PLC0415 - light, no client import
 
     @functools.wraps(f)
     def wrapper(*args: Any, kubeconfig: str | None, context: str | None, **kwargs: Any) -> Any:
+        # imported when the command runs: a group's other commands need no Kubernetes adapter
+        from gpuops.usecases.cluster import Cluster  # noqa: PLC0415
+
         return f(*args, cluster=Cluster(kubeconfig, context), **kwargs)
 
     wrapped = click.option(
@@ -82,3 +89,67 @@ def write_report(
         return f"report not written: {exc.message}"
     data["report"] = {"status": "written", **written.to_dict()}
     return f"{kind} report: {written.written.page}"
+
+
+def env_name(value: str) -> str:
+    """The name of an environment variable (which holds a secret: never its value)."""
+    if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    if not value.replace("_", "a").isalnum():
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    return value
+
+
+def registry_options(f: F) -> F:
+    """``--plain-http``, ``--registry-ca`` and the credential variable names, handed to the
+    command as ``access`` (a :class:`gpuops.usecases.images.registryops.RegistryAccess`)."""
+    from gpuops.adapters.registry import PASSWORD_ENV, USERNAME_ENV  # noqa: PLC0415 - stdlib only
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any,
+        plain_http: bool,
+        registry_ca: str | None,
+        registry_username_env: str,
+        registry_password_env: str,
+        **kwargs: Any,
+    ) -> Any:
+        from gpuops.usecases.images.registryops import RegistryAccess  # noqa: PLC0415
+
+        access = RegistryAccess(
+            plain_http, registry_ca, registry_username_env, registry_password_env
+        )
+        return f(*args, access=access, **kwargs)
+
+    options = [
+        click.option(
+            "--plain-http",
+            is_flag=True,
+            help="Talk plain HTTP to the registry (a loopback or lab registry); default: TLS.",
+        ),
+        click.option(
+            "--registry-ca",
+            envvar="GPUOPS_REGISTRY_CA",
+            type=Text("path", _path),
+            help="CA file (PEM) for the registry's TLS certificate [env: GPUOPS_REGISTRY_CA; "
+            "default: the system's CAs].",
+        ),
+        click.option(
+            "--registry-username-env",
+            default=USERNAME_ENV,
+            show_default=True,
+            type=Text("env", env_name),
+            help="Environment variable holding the registry user name.",
+        ),
+        click.option(
+            "--registry-password-env",
+            default=PASSWORD_ENV,
+            show_default=True,
+            type=Text("env", env_name),
+            help="Environment variable holding the registry password or token.",
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]

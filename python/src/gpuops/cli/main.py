@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "describe": "gpuops.cli.describe:describe",
     "headroom": "gpuops.cli.headroom:headroom",
     "report": "gpuops.cli.report:report",
+    "image": "gpuops.cli.image:image",
 }
 #: Entry point group through which other distributions add command groups.
 PLUGIN_GROUP = "gpuops.commands"

@@ -134,6 +134,34 @@ current-context: lab
         assertTrue(message, message.contains("pip install gpuops==${LIBRARY_VERSION}"))
     }
 
+    @Test
+    void theImageStepNamesAMissingContextByItsStepParameter() {
+        String message = runStepExpectingError('buildImage',
+            [image: '127.0.0.1:5000/team/app', context: 'no-such-dir', buildNumber: '1'])
+
+        assertTrue(message, message.startsWith('[buildImage] context: build context no-such-dir is not a directory'))
+        assertTrue(message, message.contains('(invalid-input)'))
+        assertEquals([0, 2], shCalls*.status)
+    }
+
+    @Test
+    void theImageStepKeepsTheRegistryPasswordOutOfScriptsOutputAndMessages() {
+        String secret = 'real-cli-registry-s3cret'
+        credentialStore.harbor = [username: 'ci', password: secret]
+        new File(workspace.root, 'Dockerfile').text = 'FROM 127.0.0.1:5000/lab/base:1\n'
+        env.DOCKER_HOST = "unix://${workspace.root}/no-daemon.sock".toString()
+
+        String message = runStepExpectingError('buildImage', [image: '127.0.0.1:5000/team/app', buildNumber: '1',
+            registryCredentialsId: 'harbor', dockerApiVersion: '1.41'])
+
+        assertTrue(message, message.startsWith("[buildImage] cannot reach the image builder at ${env.DOCKER_HOST}"))
+        assertTrue(message, message.contains('(unreachable)'))
+        assertEquals([0, 4], shCalls*.status)
+        assertNoCallCarries(secret)
+        assertTrue(shCalls.every { !it.output.contains(secret) })
+        assertFalse(message.contains(secret))
+    }
+
     // ---- a real agent ---------------------------------------------------------------
 
     @Override
