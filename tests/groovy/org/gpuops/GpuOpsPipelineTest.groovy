@@ -35,9 +35,13 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> unstableMessages = []
     /** Resources taken with the `lock` step, in order. */
     List<String> lockedResources = []
-    /** Arguments of each `archiveArtifacts` and `junit` call. */
+    /** Arguments of every archiveArtifacts / publishHTML / junit call, and every echo. */
     List<Map> archived = []
+    List<Map> published = []
     List<Map> junitReports = []
+    List<String> echoed = []
+    /** false: the HTML Publisher plugin is not installed (publishHTML is no DSL method). */
+    boolean htmlPublisher = true
     /** The lock held now (null outside any `lock` block). */
     protected String heldLock = null
 
@@ -226,10 +230,12 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             unstableMessages.add(message)
             updateBuildStatus('UNSTABLE')
         }
+        helper.registerAllowedMethod('echo', [String]) { String message -> echoed.add(message) }
         registerPluginSteps()
     }
 
-    /** The Lockable Resources `lock` step, `archiveArtifacts` and the JUnit plugin's `junit`. */
+    /** The Lockable Resources `lock` step, `archiveArtifacts`, HTML Publisher's `publishHTML`
+     *  and the JUnit plugin's `junit`. */
     protected void registerPluginSteps() {
         helper.registerAllowedMethod('lock', [Map, Closure]) { Map args, Closure body ->
             assert args.resource: "lock without a resource: ${args}"
@@ -243,6 +249,12 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             }
         }
         helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(plainMap(args)) }
+        helper.registerAllowedMethod('publishHTML', [Map]) { Map args ->
+            if (!htmlPublisher) {
+                throw new NoSuchMethodError("No such DSL method 'publishHTML' found among steps")
+            }
+            published.add(plainMap(args.target as Map))
+        }
         helper.registerAllowedMethod('junit', [Map]) { Map args -> junitReports.add(plainMap(args)) }
     }
 
