@@ -47,6 +47,7 @@ Map call(Map config = [:]) {
     }
     archiveArtifacts(artifacts: "${cli.report_dir}/**", allowEmptyArchive: true)
     junit(testResults: "${cli.report_dir}/*-junit.xml", allowEmptyResults: true)
+    publishPage(cli.report_dir.toString(), 'fleet.html', 'GPU fleet health')
     if (!outcome.ok) {
         String text = CliContract.errorText(STEP_NAME, outcome.error)
         if (step.onCritical == 'unstable') {
@@ -56,4 +57,19 @@ Map call(Map config = [:]) {
         }
     }
     return outcome.result
+}
+
+// Shows the HTML page on the build page where the HTML Publisher plugin is installed (the
+// folder is archived above either way).
+void publishPage(String dir, String page, String title) {
+    if (!fileExists("${dir}/${page}")) {
+        return
+    }
+    try {
+        publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
+                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
+    } catch (NoSuchMethodError e) {
+        echo("[${STEP_NAME}] ${title}: archived as ${dir}/${page} " +
+             '(install the HTML Publisher plugin to see it on the build page)')
+    }
 }

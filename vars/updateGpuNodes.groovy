@@ -39,6 +39,7 @@ Map call(Map config = [:]) {
     }
     archiveArtifacts(artifacts: "${cli.artifacts_dir}/**", allowEmptyArchive: true)
     junit(testResults: "${cli.artifacts_dir}/*-junit.xml", allowEmptyResults: true)
+    publishPage(cli.artifacts_dir.toString(), 'node-update.html', 'GPU node update')
     if (!outcome.ok) {
         String text = CliContract.errorText(STEP_NAME, outcome.error)
         if (step.onFailure == 'unstable') {
@@ -50,3 +51,17 @@ Map call(Map config = [:]) {
     return outcome.result
 }
 
+// Shows the HTML page on the build page where the HTML Publisher plugin is installed (the
+// folder is archived above either way).
+void publishPage(String dir, String page, String title) {
+    if (!fileExists("${dir}/${page}")) {
+        return
+    }
+    try {
+        publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
+                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
+    } catch (NoSuchMethodError e) {
+        echo("[${STEP_NAME}] ${title}: archived as ${dir}/${page} " +
+             '(install the HTML Publisher plugin to see it on the build page)')
+    }
+}

@@ -6,6 +6,11 @@ ones (from the option's own description: ranges, choices, realistic examples of 
 arbitrary JSON, through the parameters file (as the Jenkins steps call) and through flags.
 Whatever comes in, a command ends with an allowed exit code (never 5: that is a bug), prints
 no traceback, and creates nothing on the cluster.
+
+The ``nodes`` commands run against the lab's SSH fleet whose hosts are the kwok nodes of its
+own cluster (the ``nodes_lab`` fixture), on a copy of its test inventory in each example's
+scratch folder; ``nodes update`` always with ``--check`` and ``nodes label`` with
+``--dry-run``, so that no example changes a host or a node the other tests start from.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from integration.conftest_kube import KubeLab
+from integration.conftest_nodes import NodesLab
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
@@ -35,9 +42,17 @@ pytestmark = pytest.mark.timeout(900)
 class Env:
     """What a command needs to run for real here, and the exit codes allowed there."""
 
-    needs: str = "kube"  # the lab component it talks to: "kube", or "files" (reads/writes files)
+    needs: str = "kube"  # the lab it talks to: "kube", "files" (reads/writes files), "fleet"
+    # (the SSH fleet whose hosts are nodes of its own cluster), or "fleet-files" (files, with
+    # real results of the fleet's commands to read)
     exits: frozenset[int] = field(default_factory=lambda: frozenset({0, 2, 3}))
     creates: bool = False  # True: it may create objects (then it needs its own checks)
+    #: options set in every example, whatever was drawn (dry runs of commands that change hosts)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    #: how long one example may take (a real run over the fleet is ssh + Ansible)
+    deadline_s: int = 30
+    #: first plausible values by option name, for this command only
+    first: dict[str, Any] = field(default_factory=dict)
 
 
 #: Commands that need something else than the defaults. A command not listed runs against the
@@ -47,11 +62,29 @@ ENVIRONMENTS: dict[str, Env] = {
     "headroom explain": Env(exits=frozenset({0, 2})),
     # reads a result document and writes a page: exit 1 is an unusable input document
     "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
+    "report fleet": Env(
+        needs="fleet-files", exits=frozenset({0, 1, 2}), first={"input": "{tmp}/inspect.json"}
+    ),
+    "report node-update": Env(
+        needs="fleet-files", exits=frozenset({0, 1, 2}), first={"input": "{tmp}/update.json"}
+    ),
+    # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
+    "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
+    "nodes label": Env(
+        needs="fleet", exits=frozenset({0, 2, 4}), fixed={"dry_run": True}, deadline_s=120
+    ),
+    # the plan only: 1 = hosts failing in check mode, 3 = headroom gate, 4 = unreachable
+    "nodes update": Env(
+        needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"check": True}, deadline_s=300
+    ),
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
-#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and nothing else.
+#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and, for the
+#: fleet's commands, a copy of the fleet's test inventory (``inventory/hosts.yml``) or real
+#: results of ``nodes inspect`` and ``nodes update --check`` (``inspect.json``, ``update.json``).
 TMP = "{tmp}"
+INVENTORY = f"{TMP}/inventory/hosts.yml"
 
 #: Realistic values per option type name (``gpuops describe``'s "type"), so that examples get
 #: past the first check and reach the cluster.
@@ -77,10 +110,24 @@ EXAMPLES: dict[str, list[Any]] = {
     "url": ["https://ci.example/job/1", "http://127.0.0.1:9/x"],
     "context": ["gpuops-lab", "no-such-context"],
     "workload": ["pod/fuzz-pending", "fuzz-pending", "pod/ghost", "deployment/ghost", "job/ghost"],
-    "path": [f"{TMP}/headroom.json", f"{TMP}/page", f"{TMP}/missing.json", TMP, f"{TMP}/a/b/c"],
+    "path": [
+        f"{TMP}/headroom.json",
+        f"{TMP}/page",
+        f"{TMP}/missing.json",
+        TMP,
+        f"{TMP}/a/b/c",
+        INVENTORY,
+        f"{TMP}/inventory",
+        f"{TMP}/inspect.json",
+        f"{TMP}/update.json",
+    ],
+    # Ansible host patterns: a model group, all GPU nodes, one host, a union, none
+    "pattern": ["gpu_h800", "gpu_nodes", "gpu-a100-03", "gpu_h800:gpu_l40s", "no_such_group"],
+    # a rollout's batch size
+    "count or %": ["20%", "2", 1, "100%", "0", "150%", "5 %"],
 }
 #: The first plausible value of an option by name, where the type's first example is not it.
-FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page"}
+FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page", "inventory": INVENTORY}
 
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
@@ -142,10 +189,13 @@ def _value(option: dict[str, Any], kubeconfig: str) -> st.SearchStrategy[Any]:
 def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
     """Option values (params file keys) and arguments for one call of ``path``."""
     doc = COMMANDS[path]
+    fixed = ENVIRONMENTS.get(path, Env()).fixed
     params: dict[str, Any] = {}
     for option in doc["options"]:
         always = option["required"] or option["name"] == "kubeconfig"
-        if always or draw(st.booleans()):
+        if option["name"] in fixed:
+            params[option["name"]] = fixed[option["name"]]
+        elif always or draw(st.booleans()):
             params[option["name"]] = draw(_value(option, kubeconfig))
     workloads = st.sampled_from(EXAMPLES["workload"])
     args = [draw(workloads | workloads | st.text(max_size=20)) for _ in doc["arguments"]]
@@ -155,13 +205,15 @@ def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], 
 def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
     """The required options at their first plausible value, the rest left out: one call that
     should get a real answer from the cluster (the test checks that one did)."""
-    params: dict[str, Any] = {}
+    env = ENVIRONMENTS.get(path, Env())
+    params: dict[str, Any] = dict(env.fixed)
+    first = {**FIRST_BY_NAME, **env.first}
     for option in COMMANDS[path]["options"]:
         if option["name"] == "kubeconfig":
             params["kubeconfig"] = kubeconfig
         elif option["required"]:
             kind = option["type"]
-            params[option["name"]] = FIRST_BY_NAME.get(
+            params[option["name"]] = first.get(
                 option["name"], option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
             )
     return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
@@ -242,6 +294,24 @@ def headroom_result(kube_lab: KubeLab) -> str:
     return out
 
 
+@pytest.fixture(scope="module")
+def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Real ``nodes inspect`` and ``nodes update --check`` results of the fleet: the input of
+    the nodes' report pages."""
+    tmp = tmp_path_factory.mktemp("nodes-results")
+    inventory = nodes_lab.inventory(tmp)
+    kubeconfig = str(nodes_lab.kube.kubeconfig)
+    code, inspected, err = _one("nodes inspect", ["--output", "json", "nodes", "inspect",
+                                                  "-i", str(inventory)])  # fmt: skip
+    assert code in (0, 3), err  # 3: the lab's faulty card
+    code, updated, err = _one("nodes update", ["--output", "json", "nodes", "update",
+                                               "-i", str(inventory), "--check",
+                                               "--kubeconfig", kubeconfig,
+                                               "--artifacts-dir", str(tmp / "update")])  # fmt: skip
+    assert code == 0, err
+    return {"inspect.json": inspected or err, "update.json": updated}
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
@@ -251,22 +321,34 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     path: str,
     how: str,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files"), f"gpuops {path} needs {env.needs}: give it that lab"
+    assert env.needs in ("kube", "files", "fleet", "fleet-files"), f"{path} needs {env.needs}"
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
-                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT"):  # fmt: skip
+                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_SSH_KEY_FILE",
+                "GPUOPS_SSH_USER"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
-    before = _objects(kube_lab)
+    cluster, inventory, results = kube_lab, None, {}
+    if env.needs == "fleet":  # the fleet and its own cluster: hosts are its nodes
+        nodes: NodesLab = request.getfixturevalue("nodes_lab")
+        cluster, inventory = nodes.kube, Path(nodes.fleet.facts["inventory"]).parent
+    if env.needs == "fleet-files":
+        results = request.getfixturevalue("nodes_results")
+    before = _objects(cluster)
     seen: set[int] = set()
 
-    @SETTINGS
-    @example(call=_first_plausible(path, str(kube_lab.kubeconfig)))
-    @given(call=_call(path, str(kube_lab.kubeconfig)))
+    @settings(SETTINGS, deadline=timedelta(seconds=env.deadline_s))
+    @example(call=_first_plausible(path, str(cluster.kubeconfig)))
+    @given(call=_call(path, str(cluster.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
             params, args = _in(tmp, call)
             (Path(tmp) / "headroom.json").write_text(headroom_result)
+            if inventory is not None:
+                shutil.copytree(inventory, Path(tmp) / "inventory")
+            for name, text in results.items():
+                (Path(tmp) / name).write_text(text)
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
@@ -285,7 +367,7 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
             assert error["exit_code"] == code
 
     check()
-    assert _objects(kube_lab) - before == set(), "gpuops created objects on the cluster"
+    assert _objects(cluster) - before == set(), "gpuops created objects on the cluster"
     # the examples reached the input checks, and some got past them to a real answer
     assert 2 in seen and seen - {2}, seen
     print(f"gpuops {path} ({how}): exit codes seen {sorted(seen)}")

@@ -26,6 +26,7 @@ from typing import Any
 
 from gpuops import content
 from gpuops.core.inventory import HOST_VARS, Host, Inventory
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,13 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
         ) from None
     if not everything:
         raise InvalidInput(
-            f"inventory {path} has no host in group {pattern!r}",
+            f"inventory {path} has no host in group {shown(pattern)}",
             hint="GPU nodes belong to gpu_nodes (S-6), one child group per GPU model",
             field="inventory",
         )
     if not selected:
         raise InvalidInput(
-            f"limit {limit!r} matches no host of group {pattern!r} in {path}",
+            f"limit {shown(limit)} matches no host of group {shown(pattern)} in {path}",
             hint=f"hosts: {', '.join(h.name for h in everything[:10])}"
             + (" ..." if len(everything) > 10 else ""),
             field="limit",

@@ -8,15 +8,17 @@ cases, on first use.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, env_name, http_url
+from gpuops.cli.common import cluster_options, env_name, http_url, write_report
 from gpuops.cli.types import Choice, Integer, Text
 from gpuops.core.kubeinput import extended_resource
 from gpuops.core.rollout import BatchSize, parse_batch_size
+from gpuops.core.values import shown
 from gpuops.errors import GateRefused, InvalidInput, Unreachable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,13 +32,13 @@ CHANGES = {
 
 def _pattern(value: str) -> str:
     if value.startswith("-") or any(c in value for c in "\"'`$;|&<>\\ "):
-        raise InvalidInput(f"{value[:60]!r} is not an Ansible host pattern (name, group, a:b)")
+        raise InvalidInput(f"{shown(value)} is not an Ansible host pattern (name, group, a:b)")
     return value
 
 
 def _mount(value: str) -> str:
     if not value.startswith("/"):
-        raise InvalidInput(f"{value[:60]!r} is not an absolute path")
+        raise InvalidInput(f"{shown(value)} is not an absolute path")
     return value
 
 
@@ -209,7 +211,11 @@ def update(
         )
     )
     doc = outcome.rollout.to_dict()
-    return Outcome(doc, update_text(doc), error=outcome.error)
+    text = update_text(doc)
+    folder = doc["artifacts"].get("folder")
+    if folder:  # the page beside update.json, for people (Jenkins archives the folder)
+        text += "\n" + write_report(doc, Path(folder), "node-update", lambda: dict(doc))
+    return Outcome(doc, text, error=outcome.error)
 
 
 @nodes.command()
@@ -231,7 +237,9 @@ def update(
     help="Mount point whose free space is checked.",
 )
 @click.option(
-    "--report-dir", type=Text("path"), help="Write inspect.json and inspect-junit.xml here."
+    "--report-dir",
+    type=Text("path"),
+    help="Write inspect.json, inspect-junit.xml and the fleet health page (fleet.html) here.",
 )
 @click.option(
     "--webhook-url-env",
@@ -281,6 +289,8 @@ def inspect(
     )
     doc = outcome.to_dict()
     text = inspect_text(doc)
+    if report_dir:
+        text += "\n\n" + write_report(doc, Path(report_dir), "fleet", lambda: dict(doc))
     if outcome.critical:
         return Outcome(
             doc,

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuops.core.gpuhealth import Thresholds
 from gpuops.core.kubeinput import dns_subdomain
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 #: Host variables the nodes commands read (connection, policy, facts of the fleet).
@@ -131,7 +132,7 @@ def check_driver_policy(inventory: Inventory) -> None:
             )
         if not _VERSION.match(host.driver_version):
             raise InvalidInput(
-                f"{where}: gpu_nodes_driver_version {host.driver_version!r} is not a version "
+                f"{where}: gpu_nodes_driver_version {shown(host.driver_version)} is not a version "
                 "like 550.90.07",
                 field="inventory",
             )

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuops.core import headroom
 from gpuops.core.kubemodel import Node, Pod
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 CANARY, BATCH = "canary", "batch"
@@ -45,7 +46,9 @@ def parse_batch_size(text: Any) -> BatchSize:
         text = str(text)
     m = _SIZE.match(str(text).strip()) if isinstance(text, str) else None
     if not m:
-        raise InvalidInput(f"batch size {text!r} is not a count like 5 or a percentage like 20%")
+        raise InvalidInput(
+            f"batch size {shown(text)} is not a count like 5 or a percentage like 20%"
+        )
     size = BatchSize(int(m.group("n")), bool(m.group("pct")))
     if size.value < 1 or (size.percent and size.value > 100):
         raise InvalidInput(f"batch size {size} must be at least 1 (and at most 100%)")

@@ -36,6 +36,35 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theFleetHealthPageIsPublishedAlsoWhenFindingsAreCritical() {
+        env.BUILD_NUMBER = '8'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/inspectGpuNodes-8/fleet.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'nodes inspect', error: CRITICAL + [exit_code: 3], result: SICK]))
+            return 3
+        }
+
+        runStep('inspectGpuNodes', [inventory: 'inv', onCritical: 'unstable'])
+
+        assertEquals([[reportDir: 'gpuops-artifacts/inspectGpuNodes-8', reportFiles: 'fleet.html',
+                       reportName: 'GPU fleet health', keepAll: true, alwaysLinkToLastBuild: false,
+                       allowMissing: true]], published)
+        assertEquals('the folder is archived once', 1, archived.size())
+        assertJobStatusUnstable()
+    }
+
+    @Test
+    void noPageNoPublishing() {
+        cliSucceeds(WORDS, HEALTHY)
+
+        runStep('inspectGpuNodes', [inventory: 'inv'])
+
+        assertTrue(published.isEmpty())
+        assertJobStatusSuccess()
+    }
+
+    @Test
     void criticalFindingsFailTheBuildByDefault() {
         cliFails(WORDS, 3, CRITICAL, [result: SICK])
 

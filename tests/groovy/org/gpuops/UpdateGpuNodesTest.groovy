@@ -42,6 +42,44 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theNodeUpdatePageIsPublishedOnTheBuildPageAlsoWhenHostsFailed() {
+        env.BUILD_NUMBER = '43'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/updateGpuNodes-43/node-update.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'nodes update', error: FAILURE + [exit_code: 1], result: FAILED_RESULT]))
+            return 1
+        }
+
+        runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertEquals([[reportDir: 'gpuops-artifacts/updateGpuNodes-43', reportFiles: 'node-update.html',
+                       reportName: 'GPU node update', keepAll: true, alwaysLinkToLastBuild: false,
+                       allowMissing: true]], published)
+        assertEquals('the folder is archived once', 1, archived.size())
+        assertJobStatusUnstable()
+    }
+
+    @Test
+    void withoutTheHtmlPublisherPluginTheNodeUpdatePageIsStillArchived() {
+        htmlPublisher = false
+        env.BUILD_NUMBER = '44'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/updateGpuNodes-44/node-update.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_RESULT_FILE, groovy.json.JsonOutput.toJson([ok: true, result: DONE]))
+            return 0
+        }
+
+        runStep('updateGpuNodes', [inventory: 'inv'])
+
+        assertTrue(published.isEmpty())
+        assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-44/**', allowEmptyArchive: true]], archived)
+        String page = 'gpuops-artifacts/updateGpuNodes-44/node-update.html'
+        assertTrue(echoed.toString(), echoed.any { it.contains("archived as ${page}") })
+        assertJobStatusSuccess()
+    }
+
+    @Test
     void theSshKeyReachesTheCliOnlyAsEnvironment() {
         credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']
         credentialStore.kube = [content: 'apiVersion: v1\nusers: [{user: {token: kube-secret-token}}]']
