@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible.utils.display import Display
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from integration.conftest_kube import KubeLab
@@ -34,6 +35,11 @@ from integration.conftest_nodes import NodesLab
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
+
+# Ansible's Display singleton wraps sys.stdout/stderr for fork safety when it is first made:
+# make it now, on the process's real streams, not inside a call whose streams are this test's
+# StringIO (which it cannot wrap, and then says so on stderr before gpuops' JSON document).
+Display()
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -309,7 +315,10 @@ def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory)
                                                "--kubeconfig", kubeconfig,
                                                "--artifacts-dir", str(tmp / "update")])  # fmt: skip
     assert code == 0, err
-    return {"inspect.json": inspected or err, "update.json": updated}
+    documents = {"inspect.json": inspected or err, "update.json": updated}
+    for text in documents.values():
+        assert isinstance(json.loads(text)["result"]["hosts"], list), text[:300]
+    return documents
 
 
 @pytest.mark.parametrize("how", ["params", "flags"])
