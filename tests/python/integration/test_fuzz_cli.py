@@ -30,8 +30,10 @@ import pytest
 from ansible.utils.display import Display
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from imagelab import cuda_12_2_base
 from integration.conftest_kube import KubeLab
 from integration.conftest_nodes import NodesLab
+from integration.conftest_registry import RegistryLab, pushed_digest
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
@@ -48,17 +50,17 @@ pytestmark = pytest.mark.timeout(900)
 class Env:
     """What a command needs to run for real here, and the exit codes allowed there."""
 
-    needs: str = "kube"  # the lab it talks to: "kube", "files" (reads/writes files), "fleet"
-    # (the SSH fleet whose hosts are nodes of its own cluster), or "fleet-files" (files, with
-    # real results of the fleet's commands to read)
+    #: the lab component it talks to: "kube", "files" (reads and writes files), "registry" (the
+    #: lab registry and the lab's Podman; compat also asks the kube lab)
+    needs: str = "kube"
     exits: frozenset[int] = field(default_factory=lambda: frozenset({0, 2, 3}))
-    creates: bool = False  # True: it may create objects (then it needs its own checks)
+    #: True: it may create objects in the registry (new tags and images: what it is for); never
+    #: on the cluster, which the test checks for every command
+    creates: bool = False
     #: options set in every example, whatever was drawn (dry runs of commands that change hosts)
     fixed: dict[str, Any] = field(default_factory=dict)
     #: how long one example may take (a real run over the fleet is ssh + Ansible)
     deadline_s: int = 30
-    #: first plausible values by option name, for this command only
-    first: dict[str, Any] = field(default_factory=dict)
 
 
 #: Commands that need something else than the defaults. A command not listed runs against the
@@ -68,12 +70,8 @@ ENVIRONMENTS: dict[str, Env] = {
     "headroom explain": Env(exits=frozenset({0, 2})),
     # reads a result document and writes a page: exit 1 is an unusable input document
     "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
-    "report fleet": Env(
-        needs="fleet-files", exits=frozenset({0, 1, 2}), first={"input": "{tmp}/inspect.json"}
-    ),
-    "report node-update": Env(
-        needs="fleet-files", exits=frozenset({0, 1, 2}), first={"input": "{tmp}/update.json"}
-    ),
+    "report fleet": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
+    "report node-update": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
     # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
     "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
     "nodes label": Env(
@@ -83,6 +81,12 @@ ENVIRONMENTS: dict[str, Env] = {
     "nodes update": Env(
         needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"check": True}, deadline_s=300
     ),
+    # 1: the registry or the daemon refused (a tag it will not take, a build that fails);
+    # 4: a registry that is not the lab's (nvcr.io: nothing outside is reachable here)
+    "image build": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
+    "image tag": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
+    "image inspect": Env(needs="registry", exits=frozenset({0, 1, 2, 4})),
+    "image compat": Env(needs="registry", exits=frozenset({0, 1, 2, 3, 4})),
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
@@ -91,6 +95,8 @@ ENVIRONMENTS: dict[str, Env] = {
 #: results of ``nodes inspect`` and ``nodes update --check`` (``inspect.json``, ``update.json``).
 TMP = "{tmp}"
 INVENTORY = f"{TMP}/inventory/hosts.yml"
+#: The lab registry's host:port; ``fuzz/app:1`` is an image pushed there (a CUDA 12.2 base).
+REG = "{registry}"
 
 #: Realistic values per option type name (``gpuops describe``'s "type"), so that examples get
 #: past the first check and reach the cluster.
@@ -126,14 +132,47 @@ EXAMPLES: dict[str, list[Any]] = {
         f"{TMP}/inventory",
         f"{TMP}/inspect.json",
         f"{TMP}/update.json",
+        f"{TMP}/ctx",
+        f"{TMP}/ctx/Dockerfile",
+        f"{TMP}/record.json",
     ],
+    "image": [
+        f"{REG}/fuzz/app:1",
+        f"{REG}/fuzz/app",
+        f"{REG}/fuzz/ghost:1",
+        "nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04",
+        f"{REG}/fuzz/app@sha256:" + "0" * 64,
+    ],
+    "tag": ["2", "staging", "latest", "v1.0.0-rc.1"],
+    "revision": ["0123abc", "f" * 40],
+    "key-values": [{"team": "ml"}, "team=ml", ["a=1", "b=2"]],
+    "stage": ["app", "build", "runtime"],
+    "platform": ["linux/amd64", "linux/arm64"],
+    "version": ["12.2", "11.8", "12.4.1"],
     # Ansible host patterns: a model group, all GPU nodes, one host, a union, none
     "pattern": ["gpu_h800", "gpu_nodes", "gpu-a100-03", "gpu_h800:gpu_l40s", "no_such_group"],
     # a rollout's batch size
     "count or %": ["20%", "2", 1, "100%", "0", "150%", "5 %"],
 }
-#: The first plausible value of an option by name, where the type's first example is not it.
-FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page", "inventory": INVENTORY}
+#: The first plausible value of an option where the type's first example is not it, by command
+#: and option name; the first call sets these even where the option is not required.
+FIRST: dict[str, dict[str, Any]] = {
+    "report capacity": {"out": f"{TMP}/page"},
+    "image build": {
+        "image": f"{REG}/fuzz/built",
+        "context": f"{TMP}/ctx",
+        "build_number": "7",
+        "plain_http": True,
+    },
+    "image tag": {"plain_http": True},
+    "image inspect": {"plain_http": True},
+    "image compat": {"image": f"{REG}/fuzz/app:1", "plain_http": True},
+    "nodes inspect": {"inventory": INVENTORY},
+    "nodes label": {"inventory": INVENTORY},
+    "nodes update": {"inventory": INVENTORY},
+    "report fleet": {"input": f"{TMP}/inspect.json"},
+    "report node-update": {"input": f"{TMP}/update.json"},
+}
 
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
@@ -213,15 +252,15 @@ def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[s
     should get a real answer from the cluster (the test checks that one did)."""
     env = ENVIRONMENTS.get(path, Env())
     params: dict[str, Any] = dict(env.fixed)
-    first = {**FIRST_BY_NAME, **env.first}
+    first = FIRST.get(path, {})
     for option in COMMANDS[path]["options"]:
-        if option["name"] == "kubeconfig":
+        name, kind = option["name"], option["type"]
+        if name == "kubeconfig":
             params["kubeconfig"] = kubeconfig
+        elif name in first:
+            params[name] = first[name]
         elif option["required"]:
-            kind = option["type"]
-            params[option["name"]] = first.get(
-                option["name"], option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
-            )
+            params[name] = option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
     return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
 
 
@@ -255,14 +294,17 @@ def _objects(lab: KubeLab) -> set[tuple[str, str, str]]:
     return found
 
 
-def _in(tmp: str, value: Any) -> Any:
-    """``value`` with the scratch-folder placeholder replaced, wherever it holds text."""
+def _in(places: dict[str, str], value: Any) -> Any:
+    """``value`` with the placeholders (``{tmp}``, ``{registry}``) replaced wherever it holds
+    text."""
     if isinstance(value, str):
-        return value.replace(TMP, tmp)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_in(tmp, v) for v in value)
+        for placeholder, real in places.items():
+            value = value.replace(placeholder, real)
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(_in(places, v) for v in value)
     if isinstance(value, dict):
-        return {k: _in(tmp, v) for k, v in value.items()}
+        return {k: _in(places, v) for k, v in value.items()}
     return value
 
 
@@ -323,23 +365,43 @@ def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory)
     return documents
 
 
+@pytest.fixture(scope="module")
+def fuzz_image(registry_lab: RegistryLab) -> str:
+    """``<lab registry>/fuzz/app:1``: an image on a CUDA 12.2.2 base, as NVIDIA builds theirs."""
+    ref = f"{registry_lab.url}/fuzz/app:1"
+    registry_lab.build(ref, cuda_12_2_base(registry_lab.base_image))
+    pushed_digest(registry_lab.push(ref))
+    return ref
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     kube_lab: KubeLab,
     pending_pod: str,
     headroom_result: str,
+    request: pytest.FixtureRequest,
     path: str,
     how: str,
     monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files", "fleet", "fleet-files"), f"{path} needs {env.needs}"
+    assert env.needs in ("kube", "files", "registry", "fleet", "fleet-files"), (
+        f"gpuops {path} needs {env.needs}: add it"
+    )
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
-                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_SSH_KEY_FILE",
+                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_REGISTRY_CA",
+                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD", "GPUOPS_SSH_KEY_FILE",
                 "GPUOPS_SSH_USER"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
+    places = {REG: "registry.invalid"}
+    if env.needs == "registry":  # only these commands start the registry lab
+        rlab: RegistryLab = request.getfixturevalue("registry_lab")
+        request.getfixturevalue("fuzz_image")
+        places[REG] = rlab.url
+        monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
+        monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
+        base = rlab.base_image
     cluster, inventory, results = kube_lab, None, {}
     if env.needs == "fleet":  # the fleet and its own cluster: hosts are its nodes
         nodes: NodesLab = request.getfixturevalue("nodes_lab")
@@ -354,12 +416,15 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     @given(call=_call(path, str(cluster.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
-            params, args = _in(tmp, call)
+            params, args = _in({**places, TMP: tmp}, call)
             (Path(tmp) / "headroom.json").write_text(headroom_result)
             if inventory is not None:
                 shutil.copytree(inventory, Path(tmp) / "inventory")
             for name, text in results.items():
                 (Path(tmp) / name).write_text(text)
+            if env.needs == "registry":
+                (Path(tmp) / "ctx").mkdir()
+                (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
