@@ -75,6 +75,32 @@ def test_malformed_inventory(tmp_path: Path) -> None:
     assert "cannot be parsed" in doc["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "password": "hunter2"}',  # JSON, not an inventory: Ansible warns and skips
+        "all:\n  children: [gpu_nodes: {hosts: \n# password: hunter2\n",  # not parsable
+    ],
+)
+def test_with_json_output_stderr_holds_only_the_error_document(text: str, tmp_path: Path) -> None:
+    """Ansible's own warnings (which quote the inventory) never precede the document."""
+    bad = tmp_path / "inventory.yml"
+    bad.write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUOPS_", "KUBECONFIG"))}
+    done = subprocess.run(
+        [GPUOPS, "--output", "json", "nodes", "inspect", "-i", str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stderr)["error"]["field"] == "inventory"
+    assert done.stdout == "" and "hunter2" not in done.stderr
+
+
 def test_limit_matching_no_host(tmp_path: Path) -> None:
     inv = inventory(tmp_path, GOOD_VARS)
     rc, doc = gpuops(

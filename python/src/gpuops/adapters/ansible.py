@@ -13,6 +13,8 @@ the Jenkins step's ``withCredentials``), never as an argument; errors are built 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -73,20 +75,29 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
         from ansible.vars.manager import VariableManager  # noqa: PLC0415
     except ImportError:  # pragma: no cover - a dependency of the wheel
         raise OperationFailed("ansible-core is not installed", hint="reinstall gpuops") from None
+    # Ansible says what it could not parse on stderr, before our result or error document, and
+    # quoting the inventory (which can hold secrets): its words are kept out, ours say it.
+    said = io.StringIO()
     try:
-        loader = DataLoader()
-        manager = InventoryManager(loader=loader, sources=[str(source)])
-        variables = VariableManager(loader=loader, inventory=manager)
-        everything = manager.get_hosts(pattern)
-        if limit:
-            manager.subset(limit)
-        selected = manager.get_hosts(pattern)
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            loader = DataLoader()
+            manager = InventoryManager(loader=loader, sources=[str(source)])
+            variables = VariableManager(loader=loader, inventory=manager)
+            everything = manager.get_hosts(pattern)
+            if limit:
+                manager.subset(limit)
+            selected = manager.get_hosts(pattern)
     except AnsibleError:
         raise InvalidInput(
             f"inventory {path} cannot be parsed as an Ansible inventory (YAML or INI)",
             hint=f"check it with: ansible-inventory -i {path} --graph",
             field="inventory",
         ) from None
+    if said.getvalue():
+        log.debug(
+            "ansible-core said %d line(s) loading the inventory (not shown: it can hold secrets)",
+            len(said.getvalue().splitlines()),
+        )
     if not everything:
         raise InvalidInput(
             f"inventory {path} has no host in group {shown(pattern)}",
