@@ -170,8 +170,8 @@ FIRST: dict[str, dict[str, Any]] = {
     "nodes inspect": {"inventory": INVENTORY},
     "nodes label": {"inventory": INVENTORY},
     "nodes update": {"inventory": INVENTORY},
-    "report fleet": {"input": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
-    "report node-update": {"input": f"{TMP}/update.json", "out": f"{TMP}/page"},
+    "report fleet": {"input_path": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
+    "report node-update": {"input_path": f"{TMP}/update.json", "out": f"{TMP}/page"},
 }
 
 TRICKY = st.sampled_from(

@@ -67,6 +67,26 @@ def test_missing_inventory(command: str, tmp_path: Path) -> None:
     assert "does not exist" in doc["error"]["message"]
 
 
+@pytest.mark.parametrize("command", ["update", "inspect", "label"])
+def test_an_inventory_name_too_long_to_exist_is_an_input_error(
+    command: str, tmp_path: Path
+) -> None:
+    rc, doc = gpuops("nodes", command, "-i", "x" * 300, tmp=tmp_path)
+    assert rc == 2 and doc["error"]["field"] == "inventory", doc
+    assert "cannot be read" in doc["error"]["message"]
+    assert len(doc["error"]["message"]) < 200  # the value is shown cut
+
+
+def test_an_alert_state_file_in_a_missing_folder_is_refused_before_any_host(
+    tmp_path: Path,
+) -> None:
+    inv = inventory(tmp_path, GOOD_VARS)
+    state = tmp_path / "no" / "such" / "alerts.json"
+    rc, doc = gpuops("nodes", "inspect", "-i", str(inv), "--alert-state", str(state), tmp=tmp_path)
+    assert rc == 2 and doc["error"]["field"] == "alert_state", doc
+    assert "folder does not exist" in doc["error"]["message"]
+
+
 def test_malformed_inventory(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text("all:\n  children: [gpu_nodes: {hosts: \n")

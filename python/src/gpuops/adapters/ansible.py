@@ -59,12 +59,19 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
     A missing or unparsable inventory, or a limit matching no host, is an input error naming
     the option; the message is ours (an inventory can hold secrets)."""
     source = Path(path)
-    if not source.exists():
+    try:
+        source.stat()
+    except FileNotFoundError:
         raise InvalidInput(
-            f"inventory {path} does not exist",
+            f"inventory {shown(path)} does not exist",
             hint="pass --inventory PATH (a file or an inventory folder)",
             field="inventory",
-        )
+        ) from None
+    except (OSError, ValueError) as exc:  # a name too long, a loop of links, a NUL byte
+        raise InvalidInput(
+            f"inventory {shown(path)} cannot be read ({getattr(exc, 'strerror', None) or exc})",
+            field="inventory",
+        ) from None
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
     os.environ.setdefault("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "True")
     try:

@@ -14,6 +14,7 @@ from gpuops.adapters import webhook
 from gpuops.core import gpuhealth, inventory
 from gpuops.core.gpuhealth import CRITICAL, UNREACHABLE, HostHealth
 from gpuops.core.inventory import DEFAULT_PATTERN
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 from gpuops.render.junit import Case, junit_xml
 from gpuops.usecases.nodes import common
@@ -165,13 +166,19 @@ def _alert(outcome: InspectOutcome, request: InspectRequest, state: dict[str, An
 
 
 def _load_state(path: str | None) -> dict[str, Any]:
-    if not path or not Path(path).exists():
+    if not path:
         return {"open": {}}
     try:
         doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        if not Path(path).parent.is_dir():  # checked now: it is written after the inspection
+            raise InvalidInput(
+                f"alert state file {shown(path)}: its folder does not exist", field="alert_state"
+            ) from None
+        return {"open": {}}  # no incident alerted yet
     except (OSError, ValueError):
         raise InvalidInput(
-            f"alert state file {path} is not readable JSON", field="alert_state"
+            f"alert state file {shown(path)} is not readable JSON", field="alert_state"
         ) from None
     return doc if isinstance(doc, dict) and isinstance(doc.get("open"), dict) else {"open": {}}
 
