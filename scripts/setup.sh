@@ -14,7 +14,7 @@ APT_PACKAGES=(
   openssh-server openssh-client netcat-openbsd iproute2 util-linux procps
   docker-registry apache2-utils
   podman buildah skopeo runc conmon busybox-static debootstrap
-  gradle curl jq ca-certificates openssl
+  gradle curl jq ca-certificates openssl sudo
   chromium fonts-dejavu-core
 )
 

@@ -11,12 +11,13 @@ the lab's ``NVIDIA-Linux-x86_64-<v>.run`` installers to the hosts.
 Fault injection: :func:`stop_sshd` / :func:`start_sshd` (sshd is the host's init, so this is
 a host going down and booting again: its disk, the overlay upper dirs, is kept; ``/run`` and
 ``/tmp`` are fresh), :func:`disconnect` / :func:`reconnect` (link down: connections hang and
-time out), :func:`set_gpu_state` (driver, nouveau, kernel headers of a host).
+time out); a host's GPU, driver and kernel-log state: :mod:`gpuops_lab.hoststate`.
+A host reboots itself (``shutdown -r``, Ansible's reboot module) inside its namespaces:
+``host.sh`` boots it again.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import InvalidInput, OperationFailed
-from gpuops_lab import fleetfiles, gpus, netns, proc
+from gpuops_lab import fleetfiles, gpus, hostscripts, netns, proc
 from gpuops_lab.spec import GpuHost
 
 if TYPE_CHECKING:
@@ -67,9 +68,13 @@ def up(lab: Lab) -> dict[str, Any]:
     fleetfiles.shared_tree(fdir / "shared", hosts, public)
     for host, _ in hosts:
         fleetfiles.host_tree(fdir / "hosts" / host.name, host)
-    fleetfiles.write(fdir / "boot.sh", fleetfiles.BOOT_SH, 0o755)
+    fleetfiles.write(fdir / "host.sh", hostscripts.HOST_SH, 0o755)
+    fleetfiles.write(fdir / "boot.sh", hostscripts.BOOT_SH, 0o755)
     fleetfiles.write(fdir / "ssh_config", fleetfiles.ssh_config(hosts, key, ctl))
-    fleetfiles.write(fdir / "hosts.yml", fleetfiles.inventory(hosts, key, ctl))
+    repo_url = f"http://{netns.GATEWAY}:{REPO_PORT}"
+    inventory = fleetfiles.inventory_dir(
+        fdir / "inventory", fleetfiles.inventory(hosts, key, ctl, repo_url, fdir / "cp")
+    )
     fleetfiles.write(fdir / "ansible.cfg", fleetfiles.ansible_cfg(fdir, min(50, len(hosts))))
     versions = sorted(set(gpus.REPO_DRIVERS) | {h.driver for h, _ in hosts if h.driver})
     runs = fleetfiles.driver_repo(fdir / "repo", versions)
@@ -101,14 +106,13 @@ def up(lab: Lab) -> dict[str, Any]:
         log_file=lab.dir / "logs" / f"{SERVER}.log",
     )
     elapsed = round(time.monotonic() - started, 3)
-    repo_url = f"http://{netns.GATEWAY}:{REPO_PORT}"
     return {
         "healthy": True,
         "summary": f"{len(hosts)} SSH GPU hosts in netns {prefix}-*, driver repo {repo_url}",
         "prefix": prefix,
         "control_ns": ctl,
         "dir": str(fdir),
-        "inventory": str(fdir / "hosts.yml"),
+        "inventory": str(inventory),
         "ansible_cfg": str(fdir / "ansible.cfg"),
         "ssh_config": str(fdir / "ssh_config"),
         "private_key": str(key),
@@ -188,22 +192,13 @@ def status(lab: Lab) -> dict[str, Any]:
 
 # -- hosts ----------------------------------------------------------------------------------
 def _boot(lab: Lab, name: str, link: netns.Link) -> int:
+    """Power the host on: ``host.sh`` boots it in its namespaces (and again on reboot)."""
     fdir = fleet_dir(lab)
     argv = [
-        "/usr/bin/nsenter",
-        f"--net=/run/netns/{link.ns}",
-        "--",
-        "/usr/bin/unshare",
-        "--mount",
-        "--uts",
-        "--pid",
-        "--fork",
-        "--kill-child",
-        "--",
         "/bin/sh",
-        str(fdir / "boot.sh"),
-        str(fdir / "shared"),
-        str(fdir / "hosts" / name),
+        str(fdir / "host.sh"),
+        str(fdir),
+        link.ns,
         name,
         f"{link.ip}/{netns.SUBNET_PREFIX}",
     ]
@@ -232,16 +227,28 @@ def _spawn(name: str, argv: list[str], lab_dir: Path) -> int:
     return pid
 
 
-def _init_pid(lab: Lab, name: str) -> int | None:
-    """Root-namespace pid of the host's PID 1 (sshd), the child of its ``unshare``."""
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def init_pid(lab: Lab, name: str) -> int | None:
+    """Root-namespace pid of the host's PID 1 (sshd): ``host.sh`` -> ``unshare`` -> PID 1.
+    None while the host is down (also between a reboot's shutdown and its boot)."""
     pid = proc.pid_of(_pidname(name), lab.dir)
     if pid is None:
         return None
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    return int(children[0]) if children else None
+    for child in _children(pid):
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() != "unshare":
+                continue
+        except OSError:
+            continue
+        inits = _children(child)
+        return inits[0] if inits else None
+    return None
 
 
 def _listening(pid: int, port: int) -> bool:
@@ -259,7 +266,7 @@ def _listening(pid: int, port: int) -> bool:
 
 
 def _sshd_listening(lab: Lab, name: str) -> bool:
-    pid = _init_pid(lab, name)
+    pid = init_pid(lab, name)
     if pid is None:
         return False
     try:  # until boot.sh has exec'd sshd there is nothing to look for
@@ -287,7 +294,7 @@ def _wait_listening(lab: Lab, names: list[str], timeout: float = 30.0) -> None:
         raise OperationFailed(f"lab hosts not listening after {timeout:.0f}s: {sorted(pending)}")
 
 
-def _host(lab: Lab, name: str) -> tuple[dict[str, Any], netns.Link]:
+def host_entry(lab: Lab, name: str) -> tuple[dict[str, Any], netns.Link]:
     facts = lab.facts("fleet")
     for h in facts.get("hosts", []):
         if h["name"] == name:
@@ -307,11 +314,11 @@ def hosts(lab: Lab) -> list[GpuHost]:
 # -- fault injection ------------------------------------------------------------------------
 def stop_sshd(lab: Lab, name: str) -> None:
     """Stop a host's sshd (its init): connections are refused until :func:`start_sshd`."""
-    _host(lab, name)
+    host_entry(lab, name)
     pid = proc.pid_of(_pidname(name), lab.dir)
-    init = _init_pid(lab, name)
+    init = init_pid(lab, name)
     if init is not None:  # still the child of the host's recorded unshare when signalled
-        proc.signal_if(init, signal.SIGTERM, lambda p: _init_pid(lab, name) == p)
+        proc.signal_if(init, signal.SIGTERM, lambda p: init_pid(lab, name) == p)
     if pid is not None:
         proc.wait_for(lambda: not proc.alive(pid), f"stopping lab host {name}", timeout=10)
     proc.stop(_pidname(name), lab.dir, timeout=2)
@@ -319,7 +326,7 @@ def stop_sshd(lab: Lab, name: str) -> None:
 
 def start_sshd(lab: Lab, name: str) -> None:
     """Boot a stopped host again (its /etc and /usr/bin changes are kept, like a disk)."""
-    _, link = _host(lab, name)
+    _, link = host_entry(lab, name)
     if _sshd_listening(lab, name):
         return
     proc.stop(_pidname(name), lab.dir, timeout=2)
@@ -335,63 +342,18 @@ def restart(lab: Lab, name: str) -> None:
 
 def disconnect(lab: Lab, name: str) -> None:
     """Take the host's link down: packets are dropped, so connections hang and time out."""
-    _, link = _host(lab, name)
+    _, link = host_entry(lab, name)
     netns.set_link(lab.facts("fleet")["prefix"], link, up=False)
 
 
 def reconnect(lab: Lab, name: str) -> None:
-    _, link = _host(lab, name)
+    _, link = host_entry(lab, name)
     netns.set_link(lab.facts("fleet")["prefix"], link, up=True)
-
-
-def host_path(lab: Lab, name: str, path: str) -> Path:
-    """``path`` as the running host sees it (through its overlays), for the lab's own use."""
-    _host(lab, name)
-    init = _init_pid(lab, name)
-    if init is None:
-        # a stopped host: its upper dirs are not mounted and may be edited directly
-        rel = Path(path).relative_to("/etc")
-        return fleet_dir(lab) / "hosts" / name / "etc" / rel
-    return Path(f"/proc/{init}/root") / path.lstrip("/")
-
-
-def gpu_state(lab: Lab, name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(host_path(lab, name, "/etc/nvidia-lab/gpus.json").read_text())
-    return data
-
-
-def set_gpu_state(
-    lab: Lab,
-    name: str,
-    *,
-    driver: str | bool | None = False,
-    nouveau: bool | None = None,
-    kernel_headers: bool | None = None,
-) -> None:
-    """Put a host into a state for a test: ``driver=None`` uninstalls (False: unchanged),
-    ``nouveau=True`` loads nouveau, ``kernel_headers=False`` removes kernel-devel."""
-    state = gpu_state(lab, name)
-    if driver is not False:
-        state["driver"] = driver or None
-    if kernel_headers is not None:
-        state["kernel_headers"] = kernel_headers
-    _write(host_path(lab, name, "/etc/nvidia-lab/gpus.json"), json.dumps(state, indent=1))
-    modules_file = host_path(lab, name, "/etc/nvidia-lab/loaded-modules")
-    modules = modules_file.read_text().split() if modules_file.exists() else []
-    if driver is not False or nouveau is not None:
-        load_nouveau = nouveau if nouveau is not None else "nouveau" in modules
-        _write(modules_file, gpus.loaded_modules(state["driver"], nouveau=load_nouveau))
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def ssh(lab: Lab, name: str, command: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run ``command`` on a lab host with the generated ssh_config (tests, diagnostics)."""
-    _host(lab, name)
+    host_entry(lab, name)
     cfg = lab.facts("fleet")["ssh_config"]
     return subprocess.run(
         ["ssh", "-F", cfg, name, command],

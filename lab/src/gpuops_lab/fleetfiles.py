@@ -3,12 +3,16 @@
 Layout under ``<lab dir>/fleet``::
 
     keys/id_ed25519[.pub]       the client key pair Ansible uses (S-8)
-    ssh_config  hosts.yml  ansible.cfg
-    boot.sh                     what each host runs inside its namespaces
-    shared/{etc,bin,root}/      lower layers shared by all hosts (sshd_config, /etc/hosts,
-                                nvidia-smi, lsmod, a clean root profile, authorized_keys)
+    ssh_config  ansible.cfg
+    inventory/hosts.yml         the fleet's inventory; inventory/group_vars/ are the shipped
+                                test inventory's (gpuops' ansible/inventory/test, S-27)
+    host.sh  boot.sh            each host's power (boot, reboot) and boot (hostscripts)
+    shared/{etc,bin,sbin,src,root}/
+                                lower layers shared by all hosts (sshd_config, /etc/hosts,
+                                nvidia-smi, lsmod, dmesg, shutdown, kernel headers, a clean
+                                root profile, authorized_keys)
     hosts/<name>/etc/           upper dir of the host's /etc overlay (hostname, host key,
-                                GPU state); likewise bin/ (/usr/bin) and root/ (/root)
+                                GPU state); likewise bin/ (/usr/bin), sbin/, src/, home/, root/
     hosts/<name>/log/           its /var/log
     hosts/<name>/work/          overlay work dirs
     repo/                       the driver repository (NVIDIA-Linux-x86_64-<v>.run)
@@ -29,61 +33,12 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gpuops_lab import gpus, installer, nvsmi
+from gpuops import content
+from gpuops_lab import gpus, hostscripts, installer, nvsmi
 from gpuops_lab.netns import Link
 from gpuops_lab.spec import GpuHost
 
 KEX = "curve25519-sha256"
-
-BOOT_SH = r"""#!/bin/sh
-# One lab GPU host: runs as PID 1 of fresh mount, UTS and PID namespaces inside the host's
-# network namespace. Usage: boot.sh SHARED_DIR HOST_DIR HOSTNAME ADDRESS/PREFIX
-set -eu
-# never touch the caller's mounts: only PID 1 of a fresh PID (and mount) namespace goes on
-[ "$$" -eq 1 ] || { echo "boot.sh: not PID 1 of a new PID namespace; refusing" >&2; exit 1; }
-S=$1 H=$2 NAME=$3 ADDR=$4
-printf 'link set lo up\naddr replace %s dev eth0\nlink set eth0 up\n' "$ADDR" | ip -b -
-hostname "$NAME"
-mount -t proc proc /proc
-mount -t overlay overlay -o "lowerdir=$S/root,upperdir=$H/root,workdir=$H/work/root" /root
-mount --bind "$H/log" /var/log
-mount -t overlay overlay -o "lowerdir=$S/etc:/etc,upperdir=$H/etc,workdir=$H/work/etc" /etc
-mount -t overlay overlay -o "lowerdir=$S/bin:/usr/bin,upperdir=$H/bin,workdir=$H/work/bin" /usr/bin
-mount -t tmpfs -o mode=0755,size=16m tmpfs /run
-mkdir /run/sshd
-mount -t tmpfs -o mode=1777,size=256m tmpfs /tmp
-# "Boot": nouveau stays unloaded once blacklisted in /etc/modprobe.d and the initramfs was
-# rebuilt after that (update-initramfs/dracut touch /etc/nvidia-lab/initramfs-rebuilt).
-M=/etc/nvidia-lab/loaded-modules
-R=/etc/nvidia-lab/initramfs-rebuilt
-nouveau=no
-if [ -f "$M" ]; then
-  while read -r m; do [ "$m" = nouveau ] && nouveau=yes; done < "$M"
-fi
-if [ $nouveau = yes ]; then
-  for f in /etc/modprobe.d/*.conf; do
-    if grep -Eq '^[[:space:]]*blacklist[[:space:]]+nouveau' "$f" 2>/dev/null \
-        && [ "$R" -nt "$f" ]; then
-      grep -v '^nouveau$' "$M" > "$M.new" || true
-      mv "$M.new" "$M"
-      break
-    fi
-  done
-fi
-exec /usr/sbin/sshd -D -e
-"""
-
-LSMOD = """#!/bin/sh
-# lab lsmod: the modules in /etc/nvidia-lab/loaded-modules (the lab's /proc/modules)
-echo "Module                  Size  Used by"
-while read -r m; do [ -n "$m" ] && printf '%-19s %8s  0\\n' "$m" 65536; done \\
-  < /etc/nvidia-lab/loaded-modules
-"""
-
-INITRAMFS = """#!/bin/sh
-# lab {name}: records that the initramfs was rebuilt (no real initramfs in the lab)
-mkdir -p /etc/nvidia-lab && touch /etc/nvidia-lab/initramfs-rebuilt
-"""
 
 SSHD_CONFIG = """# lab GPU hosts: each listens on its own network namespace's addresses
 HostKey /etc/ssh/ssh_host_ed25519_key
@@ -104,6 +59,9 @@ MaxSessions 100
 Subsystem sftp internal-sftp
 LogLevel INFO
 """
+
+#: a host's overlay upper dirs (boot.sh mounts them)
+OVERLAYS = ("etc", "bin", "sbin", "src", "home", "root")
 
 PROFILE = "# lab host: a clean root profile (no pyenv), as a real GPU node has\n"
 
@@ -156,14 +114,20 @@ def shared_tree(sdir: Path, hosts: list[tuple[GpuHost, Link]], authorized: str) 
         write(root / name, PROFILE)
     bin_dir = sdir / "bin"
     write(bin_dir / "nvidia-smi", nvidia_smi_script(), 0o755)
-    write(bin_dir / "lsmod", LSMOD, 0o755)
+    write(bin_dir / "lsmod", hostscripts.LSMOD, 0o755)
+    write(bin_dir / "dmesg", hostscripts.DMESG, 0o755)
+    write(bin_dir / "dkms", hostscripts.DKMS, 0o755)
     for tool in ("update-initramfs", "dracut"):
-        write(bin_dir / tool, INITRAMFS.format(name=tool), 0o755)
+        write(bin_dir / tool, hostscripts.INITRAMFS.format(name=tool), 0o755)
+    for tool in ("shutdown", "reboot", "poweroff"):
+        write(sdir / "sbin" / tool, hostscripts.SHUTDOWN, 0o755)
+    # kernel headers of the running kernel (S-13); a host loses them with set_gpu_state
+    write(sdir / "src" / f"linux-headers-{os.uname().release}" / "Makefile", "# lab headers\n")
 
 
 def host_tree(hdir: Path, host: GpuHost) -> None:
     """The upper dirs of one host; written only while the host is not running."""
-    for sub in ("work/etc", "work/bin", "work/root", "log", "root", "bin", "etc/ssh"):
+    for sub in (*(f"work/{d}" for d in OVERLAYS), *OVERLAYS, "log", "etc/ssh"):
         (hdir / sub).mkdir(parents=True, exist_ok=True)
     etc = hdir / "etc"
     write(etc / "hostname", host.name + "\n")
@@ -171,6 +135,7 @@ def host_tree(hdir: Path, host: GpuHost) -> None:
     write(etc / "ssh" / "ssh_host_ed25519_key", private, 0o600)
     write(etc / "nvidia-lab" / "gpus.json", json.dumps(gpus.host_state(host), indent=1))
     write(etc / "nvidia-lab" / "loaded-modules", gpus.loaded_modules(host.driver))
+    write(hdir / "log" / "lastlog", b"")  # sshd records logins there, as on a real node
 
 
 def proxy_command(ctl_ns: str) -> str:
@@ -195,13 +160,20 @@ def ssh_config(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str
     return "".join(lines)
 
 
-def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str:
-    """S-6: ``gpu_nodes`` with a child group per GPU model; connection vars for all hosts."""
+def inventory(
+    hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str, repo_url: str, cp_dir: Path
+) -> str:
+    """S-6: ``gpu_nodes`` with a child group per GPU model; connection vars for all hosts.
+
+    The wanted driver versions and thresholds are group variables of the shipped test
+    inventory (copied beside this file by :func:`inventory_dir`); what the lab knows about a
+    host (model, installed driver, rack) is a host variable."""
     groups: dict[str, dict[str, Any]] = {}
     for host, link in hosts:
         model = gpus.MODELS[host.model]
         groups.setdefault(host.group, {"hosts": {}})["hosts"][host.name] = {
             "ansible_host": link.ip,
+            "rack": f"r{link.index // 4 + 1:02d}",
             "gpu_model": host.model,
             "gpu_name": model.name,
             "gpu_count": host.gpus,
@@ -210,9 +182,14 @@ def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str:
             "lab_driver_version": host.driver,
             "lab_faulty_gpu": host.faulty,
         }
+    # ControlPath here, before the one Ansible adds from its config (ssh takes the first): two
+    # labs' hosts share addresses (each in its own namespaces), and %C does not tell their
+    # ProxyCommands apart, so a shared ~/.ansible/cp would reach another lab's host
     common = (
         f"-o ProxyCommand='{proxy_command(ctl_ns)}' -o UserKnownHostsFile=/dev/null "
-        f"-o KexAlgorithms={KEX} -o IdentitiesOnly=yes"
+        f"-o KexAlgorithms={KEX} -o IdentitiesOnly=yes -o ControlPath={cp_dir}/%C "
+        # the ProxyCommand's nc does not end when a host dies: keepalives notice it
+        "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
     )
     doc = {
         "all": {
@@ -221,6 +198,7 @@ def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str:
                 "ansible_ssh_private_key_file": str(key),
                 "ansible_ssh_common_args": common,
                 "ansible_python_interpreter": "/usr/bin/python3",
+                "gpu_nodes_driver_repo_url": repo_url,
             },
             "children": {"gpu_nodes": {"children": dict(sorted(groups.items()))}},
         }
@@ -230,11 +208,24 @@ def inventory(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str:
     )
 
 
+def inventory_dir(target: Path, hosts_yml: str) -> Path:
+    """``target/hosts.yml`` plus the shipped test inventory's group_vars (S-27: the test
+    inventory, never the production one); returns the hosts file."""
+    source = content.ansible_dir() / "inventory" / "test" / "group_vars"
+    for path in sorted(source.glob("*.yml")):
+        write(target / "group_vars" / path.name, path.read_text())
+    write(target / "hosts.yml", hosts_yml)
+    return target / "hosts.yml"
+
+
 def ansible_cfg(fleet_dir: Path, forks: int) -> str:
     """S-9 tuned: forks, pipelining, ControlPersist with %%C paths (LAB.md), no host keys."""
+    shipped = content.ansible_dir()
     return f"""# generated by gpuops lab (fleet)
 [defaults]
-inventory = {fleet_dir / "hosts.yml"}
+inventory = {fleet_dir / "inventory" / "hosts.yml"}
+roles_path = {shipped / "roles"}
+collections_path = {shipped / "collections"}
 home = {fleet_dir / "ansible"}
 local_tmp = {fleet_dir / "ansible" / "tmp"}
 remote_tmp = ~/.ansible/tmp

@@ -179,6 +179,9 @@ def card_state(host: GpuHost, index: int) -> dict[str, Any]:
             "uncorrected_aggregate": 0,
         },
         "remapped": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+        "lost": False,  # fallen off the bus: nvidia-smi cannot get a handle for it
+        "nvlink_inactive": [],  # link numbers `nvidia-smi nvlink -s` shows as <inactive>
+        "nvlink_errors": {},  # "link" -> {"replay": n, "recovery": n, "crc": n}
     }
     if faulty:
         card.update(
@@ -198,13 +201,17 @@ def card_state(host: GpuHost, index: int) -> dict[str, Any]:
     return card
 
 
-def host_state(host: GpuHost, *, kernel_headers: bool = True) -> dict[str, Any]:
-    """The content of a host's ``/etc/nvidia-lab/gpus.json``."""
+def host_state(host: GpuHost) -> dict[str, Any]:
+    """The content of a host's ``/etc/nvidia-lab/gpus.json``. ``driver`` is the installed
+    driver; the loaded kernel module is the same unless ``module-version`` says otherwise
+    (an upgrade waiting for a reboot)."""
     return {
         "model": host.model,
         "driver": host.driver or None,
-        "kernel_headers": kernel_headers,
         "install": None,  # the last .run install: version and flags (written by the installer)
+        "install_error": None,  # fault: the next install fails ("module-load")
+        "install_delay_s": 0,  # fault: the next installs take this long
+        "latency_ms": 0,  # how long each nvidia-smi call takes (a real one: a few hundred ms)
         "gpus": [card_state(host, i) for i in range(host.gpus)],
     }
 

@@ -20,6 +20,9 @@ from typing import Any
 
 STATE_FILE = "/etc/nvidia-lab/gpus.json"
 MODULES_FILE = "/etc/nvidia-lab/loaded-modules"
+#: version of the loaded nvidia kernel module when it differs from the installed driver
+#: (written by the lab installer on an upgrade, removed at boot)
+MODULE_VERSION_FILE = "/etc/nvidia-lab/module-version"
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -27,6 +30,13 @@ NO_DRIVER = (
 )
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n"
 NO_DEVICES = "No devices were found\n"
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: {}\n"
+#: a card fallen off the bus (NVIDIA_SMI.md; newer drivers: no space after "GPU")
+LOST = (
+    "Unable to determine the device handle for GPU{}: GPU is lost. "
+    "Reboot the system to recover this GPU\n"
+)
+EXIT_LOST = 15
 NA = "[N/A]"
 
 Card = dict[str, Any]
@@ -54,6 +64,10 @@ class Ctx:
         self.branch = int(self.driver.split(".")[0])
         self.cards: list[Card] = list(state["gpus"])
         self.now = now
+
+    def lost(self, i: int) -> str:
+        """The error line for a lost card (bus id as the driver's messages write it)."""
+        return LOST.format(self.cards[i]["pci_bus_id"][4:])
 
 
 def _w(value: float) -> str:
@@ -216,6 +230,9 @@ def query_gpu(ctx: Ctx, fields: list[str], fmt: list[str], ids: list[int]) -> tu
     if "noheader" not in fmt:
         out.append(", ".join(n + (f" [{FIELDS[n][0]}]" if FIELDS[n][0] else "") for n in names))
     for i in ids:
+        if ctx.cards[i].get("lost"):
+            out.append(ctx.lost(i).rstrip("\n"))
+            continue
         row = []
         for n in names:
             unit, get = FIELDS[n]
@@ -227,22 +244,35 @@ def query_gpu(ctx: Ctx, fields: list[str], fmt: list[str], ids: list[int]) -> tu
 
 
 def list_gpus(ctx: Ctx, ids: list[int]) -> str:
-    return "".join(f"GPU {i}: {ctx.cards[i]['name']} (UUID: {ctx.cards[i]['uuid']})\n" for i in ids)
+    return "".join(
+        ctx.lost(i)
+        if ctx.cards[i].get("lost")
+        else f"GPU {i}: {ctx.cards[i]['name']} (UUID: {ctx.cards[i]['uuid']})\n"
+        for i in ids
+    )
 
 
 def nvlink(ctx: Ctx, errors: bool, ids: list[int]) -> str:
     out = []
     for i in ids:
         card = ctx.cards[i]
+        if card.get("lost"):
+            out.append(ctx.lost(i))
+            continue
         out.append(f"GPU {i}: {card['name']} (UUID: {card['uuid']})\n")
         if not card["nvlinks"]:
             out.append("Device does not have or support Nvlink\n")
             continue
+        inactive = {int(n) for n in card.get("nvlink_inactive") or ()}
+        counters = card.get("nvlink_errors") or {}
         for link in range(int(card["nvlinks"])):
             if errors:
+                count = counters.get(str(link)) or {}
                 for kind in ("Replay", "Recovery", "CRC"):
-                    out.append(f"\t Link {link}: {kind} Errors: 0\n")
+                    out.append(f"\t Link {link}: {kind} Errors: {count.get(kind.lower(), 0)}\n")
                 out.append("\n")
+            elif link in inactive:
+                out.append(f"\t Link {link}: <inactive>\n")
             else:
                 out.append(f"\t Link {link}: {card['nvlink_speed']}\n")
     return "".join(out)
@@ -268,6 +298,9 @@ def query(ctx: Ctx, displays: list[str], ids: list[int]) -> str:
     show = {d.strip().upper() for d in displays} or {"ECC", "PAGE_RETIREMENT", "ROW_REMAPPER"}
     for n, i in enumerate(ids):
         card = ctx.cards[i]
+        if card.get("lost"):
+            out.append(ctx.lost(i))
+            continue
         ecc, remap = card["ecc"], card["remapped"]
         out.append(("\n" if n else "") + f"GPU {card['pci_bus_id']}\n")
         if "ECC" in show:
@@ -328,6 +361,8 @@ def table(ctx: Ctx) -> str:
         "|" + "=" * 41 + "+" + "=" * mid + "+" + "=" * 22 + "|",
     ]
     for card in ctx.cards:
+        if card.get("lost"):
+            continue
         fan = "N/A" if card["fan"] is None else f"{card['fan']}%"
         usage = f"{round(card['power_draw'])}W"
         cap = f"{round(card['power_limit'])}W"
@@ -418,6 +453,9 @@ def run(argv: list[str], state: dict[str, Any] | None, now: float | None = None)
     """What ``nvidia-smi argv`` prints on stdout, and its exit code, for a host in ``state``."""
     if state is None or not state.get("driver"):
         return NO_DRIVER, 9
+    loaded = state.get("loaded_driver") or state["driver"]
+    if loaded != state["driver"]:
+        return MISMATCH.format(".".join(str(state["driver"]).split(".")[:2])), 18
     ctx = Ctx(state, time.time() if now is None else now)
     opts = _options(argv)
     if opts is None:
@@ -430,29 +468,38 @@ def run(argv: list[str], state: dict[str, Any] | None, now: float | None = None)
             return BAD_ARGS, 2
         if any(i < 0 or i >= len(ctx.cards) for i in ids):
             return NO_DEVICES, 6
+    lost = EXIT_LOST if any(ctx.cards[i].get("lost") for i in ids) else 0
     if "nvlink" in opts:
         if "-s" not in opts and "-e" not in opts:
             return BAD_ARGS, 2
-        return nvlink(ctx, "-e" in opts, ids), 0
+        return nvlink(ctx, "-e" in opts, ids), lost
     if "--query-gpu" in opts:
         fmt = [f.strip() for f in opts.get("--format", "").split(",")]
         if "csv" not in fmt or any(f not in ("csv", "noheader", "nounits") for f in fmt):
             return BAD_ARGS, 2
-        return query_gpu(ctx, opts["--query-gpu"].split(","), fmt, ids)
+        out, code = query_gpu(ctx, opts["--query-gpu"].split(","), fmt, ids)
+        return out, code or lost
     if "--version" in opts:
         return version(ctx), 0
     if "-L" in opts:
-        return list_gpus(ctx, ids), 0
+        return list_gpus(ctx, ids), lost
     if "-q" in opts:
-        return query(ctx, [d for d in opts.get("-d", "").split(",") if d], ids), 0
+        return query(ctx, [d for d in opts.get("-d", "").split(",") if d], ids), lost
     if opts and set(opts) != {"-i"}:
         return BAD_ARGS, 2
     sub = Ctx({**state, "gpus": [ctx.cards[i] for i in ids]}, ctx.now)
-    return table(sub), 0
+    errors = "".join(ctx.lost(i) for i in ids if ctx.cards[i].get("lost"))
+    return errors + table(sub), lost
 
 
-def load_state(state_file: str = STATE_FILE, modules_file: str = MODULES_FILE) -> dict[str, Any]:
-    """The host's GPU state; ``driver`` is cleared when the nvidia module is not loaded."""
+def load_state(
+    state_file: str = STATE_FILE,
+    modules_file: str = MODULES_FILE,
+    module_version_file: str = MODULE_VERSION_FILE,
+) -> dict[str, Any]:
+    """The host's GPU state; ``driver`` is cleared when the nvidia module is not loaded, and
+    ``loaded_driver`` is the loaded module's version (the installed one unless an upgrade
+    waits for a reboot)."""
     try:
         state: dict[str, Any] = json.loads(Path(state_file).read_text())
     except (OSError, ValueError):
@@ -463,11 +510,17 @@ def load_state(state_file: str = STATE_FILE, modules_file: str = MODULES_FILE) -
         modules = []
     if "nvidia" not in modules:
         state["driver"] = None
+    try:
+        state["loaded_driver"] = Path(module_version_file).read_text().strip() or None
+    except OSError:
+        state["loaded_driver"] = None
     return state
 
 
 def main() -> int:
-    out, code = run(sys.argv[1:], load_state())
+    state = load_state()
+    time.sleep(float(state.get("latency_ms") or 0) / 1000)  # NVML init and queries take time
+    out, code = run(sys.argv[1:], state)
     sys.stdout.write(out)
     return code
 

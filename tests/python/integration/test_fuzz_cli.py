@@ -6,6 +6,11 @@ ones (from the option's own description: ranges, choices, realistic examples of 
 arbitrary JSON, through the parameters file (as the Jenkins steps call) and through flags.
 Whatever comes in, a command ends with an allowed exit code (never 5: that is a bug), prints
 no traceback, and creates nothing on the cluster.
+
+The ``nodes`` commands run against the lab's SSH fleet whose hosts are the kwok nodes of its
+own cluster (the ``nodes_lab`` fixture), on a copy of its test inventory in each example's
+scratch folder; ``nodes update`` always with ``--check`` and ``nodes label`` with
+``--dry-run``, so that no example changes a host or a node the other tests start from.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,14 +27,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible.utils.display import Display
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from imagelab import cuda_12_2_base
 from integration.conftest_kube import KubeLab
+from integration.conftest_nodes import NodesLab
 from integration.conftest_registry import RegistryLab, pushed_digest
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
+
+# Ansible's Display singleton wraps sys.stdout/stderr for fork safety when it is first made:
+# make it now, on the process's real streams, not inside a call whose streams are this test's
+# StringIO (which it cannot wrap, and then says so on stderr before gpuops' JSON document).
+Display()
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -44,6 +57,10 @@ class Env:
     #: True: it may create objects in the registry (new tags and images: what it is for); never
     #: on the cluster, which the test checks for every command
     creates: bool = False
+    #: options set in every example, whatever was drawn (dry runs of commands that change hosts)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    #: how long one example may take (a real run over the fleet is ssh + Ansible)
+    deadline_s: int = 30
 
 
 #: Commands that need something else than the defaults. A command not listed runs against the
@@ -53,6 +70,17 @@ ENVIRONMENTS: dict[str, Env] = {
     "headroom explain": Env(exits=frozenset({0, 2})),
     # reads a result document and writes a page: exit 1 is an unusable input document
     "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
+    "report fleet": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
+    "report node-update": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
+    # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
+    "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
+    "nodes label": Env(
+        needs="fleet", exits=frozenset({0, 2, 4}), fixed={"dry_run": True}, deadline_s=120
+    ),
+    # the plan only: 1 = hosts failing in check mode, 3 = headroom gate, 4 = unreachable
+    "nodes update": Env(
+        needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"check": True}, deadline_s=300
+    ),
     # 1: the registry or the daemon refused (a tag it will not take, a build that fails);
     # 4: a registry that is not the lab's (nvcr.io: nothing outside is reachable here)
     "image build": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
@@ -62,8 +90,11 @@ ENVIRONMENTS: dict[str, Env] = {
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
-#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and nothing else.
+#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and, for the
+#: fleet's commands, a copy of the fleet's test inventory (``inventory/hosts.yml``) or real
+#: results of ``nodes inspect`` and ``nodes update --check`` (``inspect.json``, ``update.json``).
 TMP = "{tmp}"
+INVENTORY = f"{TMP}/inventory/hosts.yml"
 #: The lab registry's host:port; ``fuzz/app:1`` is an image pushed there (a CUDA 12.2 base).
 REG = "{registry}"
 
@@ -97,6 +128,10 @@ EXAMPLES: dict[str, list[Any]] = {
         f"{TMP}/missing.json",
         TMP,
         f"{TMP}/a/b/c",
+        INVENTORY,
+        f"{TMP}/inventory",
+        f"{TMP}/inspect.json",
+        f"{TMP}/update.json",
         f"{TMP}/ctx",
         f"{TMP}/ctx/Dockerfile",
         f"{TMP}/record.json",
@@ -114,6 +149,10 @@ EXAMPLES: dict[str, list[Any]] = {
     "stage": ["app", "build", "runtime"],
     "platform": ["linux/amd64", "linux/arm64"],
     "version": ["12.2", "11.8", "12.4.1"],
+    # Ansible host patterns: a model group, all GPU nodes, one host, a union, none
+    "pattern": ["gpu_h800", "gpu_nodes", "gpu-a100-03", "gpu_h800:gpu_l40s", "no_such_group"],
+    # a rollout's batch size
+    "count or %": ["20%", "2", 1, "100%", "0", "150%", "5 %"],
 }
 #: The first plausible value of an option where the type's first example is not it, by command
 #: and option name; the first call sets these even where the option is not required.
@@ -128,6 +167,11 @@ FIRST: dict[str, dict[str, Any]] = {
     "image tag": {"plain_http": True},
     "image inspect": {"plain_http": True},
     "image compat": {"image": f"{REG}/fuzz/app:1", "plain_http": True},
+    "nodes inspect": {"inventory": INVENTORY},
+    "nodes label": {"inventory": INVENTORY},
+    "nodes update": {"inventory": INVENTORY},
+    "report fleet": {"input_path": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
+    "report node-update": {"input_path": f"{TMP}/update.json", "out": f"{TMP}/page"},
 }
 
 TRICKY = st.sampled_from(
@@ -190,10 +234,13 @@ def _value(option: dict[str, Any], kubeconfig: str) -> st.SearchStrategy[Any]:
 def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
     """Option values (params file keys) and arguments for one call of ``path``."""
     doc = COMMANDS[path]
+    fixed = ENVIRONMENTS.get(path, Env()).fixed
     params: dict[str, Any] = {}
     for option in doc["options"]:
         always = option["required"] or option["name"] == "kubeconfig"
-        if always or draw(st.booleans()):
+        if option["name"] in fixed:
+            params[option["name"]] = fixed[option["name"]]
+        elif always or draw(st.booleans()):
             params[option["name"]] = draw(_value(option, kubeconfig))
     workloads = st.sampled_from(EXAMPLES["workload"])
     args = [draw(workloads | workloads | st.text(max_size=20)) for _ in doc["arguments"]]
@@ -203,7 +250,8 @@ def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], 
 def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
     """The required options at their first plausible value, the rest left out: one call that
     should get a real answer from the cluster (the test checks that one did)."""
-    params: dict[str, Any] = {}
+    env = ENVIRONMENTS.get(path, Env())
+    params: dict[str, Any] = dict(env.fixed)
     first = FIRST.get(path, {})
     for option in COMMANDS[path]["options"]:
         name, kind = option["name"], option["type"]
@@ -295,6 +343,29 @@ def headroom_result(kube_lab: KubeLab) -> str:
 
 
 @pytest.fixture(scope="module")
+def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Real ``nodes inspect`` and ``nodes update --check`` results of the fleet: the input of
+    the nodes' report pages."""
+    tmp = tmp_path_factory.mktemp("nodes-results")
+    inventory = str(nodes_lab.inventory(tmp))
+    docs = {"inspect.json": tmp / "inspect.json", "update.json": tmp / "update.json"}
+    calls = {
+        "inspect.json": ["nodes", "inspect", "-i", inventory],
+        "update.json": ["nodes", "update", "-i", inventory, "--check",
+                        "--kubeconfig", str(nodes_lab.kube.kubeconfig),
+                        "--artifacts-dir", str(tmp / "update")],
+    }  # fmt: skip
+    for name, words in calls.items():  # the documents as Jenkins gets them: files
+        code, _, err = _one(words[1], ["--result-file", str(docs[name]),
+                                       "--error-file", str(docs[name]), *words])  # fmt: skip
+        assert code in (0, 3), err  # inspect: 3, the lab's faulty card
+    documents = {name: path.read_text() for name, path in docs.items()}
+    for text in documents.values():
+        assert isinstance(json.loads(text)["result"]["hosts"], list), text[:300]
+    return documents
+
+
+@pytest.fixture(scope="module")
 def fuzz_image(registry_lab: RegistryLab) -> str:
     """``<lab registry>/fuzz/app:1``: an image on a CUDA 12.2.2 base, as NVIDIA builds theirs."""
     ref = f"{registry_lab.url}/fuzz/app:1"
@@ -315,10 +386,13 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files", "registry"), f"gpuops {path} needs {env.needs}: add it"
+    assert env.needs in ("kube", "files", "registry", "fleet", "fleet-files"), (
+        f"gpuops {path} needs {env.needs}: add it"
+    )
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
                 "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_REGISTRY_CA",
-                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD"):  # fmt: skip
+                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD", "GPUOPS_SSH_KEY_FILE",
+                "GPUOPS_SSH_USER"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     places = {REG: "registry.invalid"}
     if env.needs == "registry":  # only these commands start the registry lab
@@ -328,16 +402,26 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
         monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
         monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
         base = rlab.base_image
-    before = _objects(kube_lab)
+    cluster, inventory, results = kube_lab, None, {}
+    if env.needs == "fleet":  # the fleet and its own cluster: hosts are its nodes
+        nodes: NodesLab = request.getfixturevalue("nodes_lab")
+        cluster, inventory = nodes.kube, Path(nodes.fleet.facts["inventory"]).parent
+    if env.needs == "fleet-files":
+        results = request.getfixturevalue("nodes_results")
+    before = _objects(cluster)
     seen: set[int] = set()
 
-    @SETTINGS
-    @example(call=_first_plausible(path, str(kube_lab.kubeconfig)))
-    @given(call=_call(path, str(kube_lab.kubeconfig)))
+    @settings(SETTINGS, deadline=timedelta(seconds=env.deadline_s))
+    @example(call=_first_plausible(path, str(cluster.kubeconfig)))
+    @given(call=_call(path, str(cluster.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
             params, args = _in({**places, TMP: tmp}, call)
             (Path(tmp) / "headroom.json").write_text(headroom_result)
+            if inventory is not None:
+                shutil.copytree(inventory, Path(tmp) / "inventory")
+            for name, text in results.items():
+                (Path(tmp) / name).write_text(text)
             if env.needs == "registry":
                 (Path(tmp) / "ctx").mkdir()
                 (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
@@ -359,7 +443,7 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
             assert error["exit_code"] == code
 
     check()
-    assert _objects(kube_lab) - before == set(), "gpuops created objects on the cluster"
+    assert _objects(cluster) - before == set(), "gpuops created objects on the cluster"
     # the examples reached the input checks, and some got past them to a real answer
     assert 2 in seen and seen - {2}, seen
     print(f"gpuops {path} ({how}): exit codes seen {sorted(seen)}")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fleetlab import FleetLab, fleet_down, need_root_tools, short_lab_dir
 
-from gpuops_lab import Lab, LabConfig, netns
+from gpuops_lab import Lab, LabConfig, hoststate, netns
 from gpuops_lab import fleet as labfleet
 
 pytestmark = pytest.mark.timeout(300)
@@ -111,7 +111,7 @@ def _install_playbook(tmp_path: Path, host: str, url: str, version: str) -> Path
     return path
 
 
-def test_driver_install_from_the_repo_changes_nvidia_smi(
+def test_driver_upgrade_waits_for_a_reboot_then_nvidia_smi_shows_it(
     fleet_lab: FleetLab, tmp_path: Path
 ) -> None:
     host = fleet_lab.host("gpu_h800", 1)
@@ -124,28 +124,65 @@ def test_driver_install_from_the_repo_changes_nvidia_smi(
         assert f"{host}                : ok=2    changed=2    unreachable=0    failed=0" in (
             res.stdout
         )
+        # the old module is still loaded: the real message and exit code (NVIDIA_SMI.md)
+        pending = fleet_lab.ssh(host, "nvidia-smi")
+        assert pending.returncode == 18
+        assert pending.stdout == (
+            "Failed to initialize NVML: Driver/library version mismatch\n"
+            "NVML library version: 570.133\n"
+        )
+        assert hoststate.reboot_pending(fleet_lab.lab, host)
+        boot = hoststate.boot_id(fleet_lab.lab, host)
+        # the host reboots itself, inside its namespaces, as Ansible's reboot module asks
+        out = fleet_lab.ansible(host, "-m", "ansible.builtin.reboot", "-a", "reboot_timeout=120")
+        assert out[host].get("rebooted") is True, out[host]
+        assert hoststate.boot_id(fleet_lab.lab, host) != boot
+        assert not hoststate.reboot_pending(fleet_lab.lab, host)
         header = fleet_lab.ssh(host, "nvidia-smi").stdout.splitlines()[2]
         assert header == (
             "| NVIDIA-SMI 570.133.20             Driver Version: 570.133.20     "
             "CUDA Version: 12.8     |"
         )
-        install = labfleet.gpu_state(fleet_lab.lab, host)["install"]
+        install = hoststate.gpu_state(fleet_lab.lab, host)["install"]
         assert (install["silent"], install["dkms"], install["previous"]) == (
             True,
             True,
             "550.90.07",
         )
+        assert "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.133.20" in (
+            hoststate.kernel_log(fleet_lab.lab, host)
+        )
         other = fleet_lab.ssh(fleet_lab.host("gpu_h800", 0), "nvidia-smi").stdout
         assert "Driver Version: 550.90.07" in other  # the other H800 keeps its own /etc
     finally:
-        labfleet.set_gpu_state(fleet_lab.lab, host, driver="550.90.07")
+        hoststate.set_gpu_state(fleet_lab.lab, host, driver="550.90.07")
+
+
+def test_a_reboot_resets_kernel_parameters_to_the_sysctl_d_files(fleet_lab: FleetLab) -> None:
+    host = fleet_lab.host("gpu_h800", 1)
+    conf = "/etc/sysctl.d/95-lab-test.conf"
+    machine = Path("/proc/sys/vm/swappiness").read_text()
+    try:
+        res = fleet_lab.ssh(
+            host,
+            f"sysctl -q -w vm.swappiness=10 && echo 'net.core.somaxconn = 8192' > {conf} "
+            "&& sysctl -n vm.swappiness net.core.somaxconn",
+        )
+        assert res.stdout.split() == ["10", "4096"], res.stderr
+        assert Path("/proc/sys/vm/swappiness").read_text() == machine  # not the machine's
+        labfleet.restart(fleet_lab.lab, host)
+        res = fleet_lab.ssh(host, "sysctl -n vm.swappiness net.core.somaxconn")
+        assert res.stdout.split() == ["60", "8192"]  # the default again; the file applied
+    finally:
+        fleet_lab.ssh(host, f"rm -f {conf}")
+        labfleet.restart(fleet_lab.lab, host)
 
 
 def test_nouveau_blocks_install_until_blacklisted_and_rebooted(fleet_lab: FleetLab) -> None:
     host = fleet_lab.host("gpu_a100", 1)
     url = fleet_lab.facts["driver_repo_url"] + "/NVIDIA-Linux-x86_64-550.90.07.run"
     fetch_and_install = f"curl -sf -o /tmp/d.run {url} && sh /tmp/d.run --silent --dkms"
-    labfleet.set_gpu_state(fleet_lab.lab, host, driver=None, nouveau=True)
+    hoststate.set_gpu_state(fleet_lab.lab, host, driver=None, nouveau=True)
     try:
         smi = fleet_lab.ssh(host, "nvidia-smi")
         assert smi.returncode == 9
@@ -165,22 +202,22 @@ def test_nouveau_blocks_install_until_blacklisted_and_rebooted(fleet_lab: FleetL
         out = fleet_lab.ssh(host, "nvidia-smi --query-gpu=driver_version --format=csv,noheader")
         assert out.stdout.splitlines() == ["550.90.07"] * 8
     finally:
-        labfleet.set_gpu_state(fleet_lab.lab, host, driver="535.161.08", nouveau=False)
+        hoststate.set_gpu_state(fleet_lab.lab, host, driver="535.161.08", nouveau=False)
 
 
 def test_missing_kernel_headers_fail_the_install(fleet_lab: FleetLab) -> None:
     host = fleet_lab.host("gpu_l40s")
     url = fleet_lab.facts["driver_repo_url"] + "/NVIDIA-Linux-x86_64-570.133.20.run"
-    labfleet.set_gpu_state(fleet_lab.lab, host, kernel_headers=False)
+    hoststate.set_gpu_state(fleet_lab.lab, host, kernel_headers=False)
     try:
         res = fleet_lab.ssh(host, f"curl -sf -o /tmp/d.run {url} && sh /tmp/d.run --silent --dkms")
         assert res.returncode == 1
         assert "ERROR: Unable to find the kernel source tree for the currently running kernel." in (
             res.stderr
         )
-        assert labfleet.gpu_state(fleet_lab.lab, host)["driver"] == "550.90.07"
+        assert hoststate.gpu_state(fleet_lab.lab, host)["driver"] == "550.90.07"
     finally:
-        labfleet.set_gpu_state(fleet_lab.lab, host, kernel_headers=True)
+        hoststate.set_gpu_state(fleet_lab.lab, host, kernel_headers=True)
 
 
 def test_sshd_stop_and_start(fleet_lab: FleetLab) -> None:
@@ -273,3 +310,34 @@ def test_down_without_state_still_cleans_up() -> None:
     finally:
         fleet_down(lab)
         shutil.rmtree(lab.dir.parent, ignore_errors=True)
+
+
+def test_ansible_connections_stay_in_the_lab_whatever_the_config(
+    fleet_lab: FleetLab, tmp_path: Path
+) -> None:
+    """Labs reuse host addresses (each in its own namespaces) and ssh's %C does not include
+    the ProxyCommand: the inventory pins ControlPath into the lab, ahead of any config's."""
+    shared = tmp_path / "shared-cp"
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(Path(__file__).resolve().parents[3] / "ansible" / "ansible.cfg"),
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(shared),
+    }
+    res = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "-i",
+            fleet_lab.facts["inventory"],
+            fleet_lab.host("gpu_h800"),
+            "-m",
+            "ansible.builtin.ping",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not shared.exists() or not list(shared.iterdir())
+    assert list((fleet_lab.lab.dir / "fleet" / "cp").iterdir())

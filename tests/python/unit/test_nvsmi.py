@@ -352,6 +352,9 @@ def test_load_state_clears_driver_when_module_not_loaded(tmp_path: Path) -> None
 def host_etc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(installer, "STATE", tmp_path / "gpus.json")
     monkeypatch.setattr(installer, "MODULES", tmp_path / "loaded-modules")
+    monkeypatch.setattr(installer, "MODULE_VERSION", tmp_path / "module-version")
+    (tmp_path / "headers").mkdir()
+    monkeypatch.setattr(installer, "HEADERS", (str(tmp_path / "headers"),))
     monkeypatch.setattr(installer, "LOG", tmp_path / "nvidia-installer.log")
     monkeypatch.setattr(installer, "NOUVEAU_CONF", tmp_path / "modprobe.d" / "nv.conf")
     monkeypatch.setattr(installer.os, "geteuid", lambda: 0)
@@ -360,12 +363,53 @@ def host_etc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def _smi(etc: Path, *args: str) -> tuple[str, int]:
+    st = nvsmi.load_state(
+        str(etc / "gpus.json"), str(etc / "loaded-modules"), str(etc / "module-version")
+    )
+    return nvsmi.run(list(args), st)
+
+
 def test_installer_updates_driver_and_records_flags(host_etc: Path) -> None:
     assert installer.main(["550.90.07", "--silent", "--dkms"]) == 0
     st = json.loads((host_etc / "gpus.json").read_text())
     assert st["driver"] == "550.90.07"
     assert st["install"]["silent"] and st["install"]["dkms"]
     assert "nvidia" in (host_etc / "loaded-modules").read_text().split()
+
+
+def test_an_upgrade_waits_for_a_reboot(host_etc: Path) -> None:
+    assert installer.main(["550.90.07", "--silent", "--dkms"]) == 0
+    # the 535 module stays loaded: NVML refuses (NVIDIA_SMI.md: exit 18)
+    assert (host_etc / "module-version").read_text() == "535.161.08\n"
+    assert _smi(host_etc, "--query-gpu=driver_version", "--format=csv,noheader") == (
+        "Failed to initialize NVML: Driver/library version mismatch\n"
+        "NVML library version: 550.90\n",
+        18,
+    )
+    # a second upgrade before the reboot still has the first module loaded
+    assert installer.main(["570.133.20", "--silent"]) == 0
+    assert (host_etc / "module-version").read_text() == "535.161.08\n"
+    # back to the loaded version: nothing pending any more
+    assert installer.main(["535.161.08", "--silent"]) == 0
+    assert not (host_etc / "module-version").exists()
+    assert _smi(host_etc, "--query-gpu=driver_version", "--format=csv,noheader")[1] == 0
+
+
+def test_a_fresh_install_loads_its_module(host_etc: Path) -> None:
+    (host_etc / "loaded-modules").write_text("")
+    assert installer.main(["550.90.07", "--silent", "--dkms"]) == 0
+    assert not (host_etc / "module-version").exists()
+    out, rc = _smi(host_etc, "--query-gpu=driver_version", "--format=csv,noheader")
+    assert (out.splitlines(), rc) == (["550.90.07"] * 8, 0)
+
+
+def test_installer_faults(host_etc: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    st = json.loads((host_etc / "gpus.json").read_text())
+    (host_etc / "gpus.json").write_text(json.dumps({**st, "install_error": "module-load"}))
+    assert installer.main(["550.90.07", "--silent", "--dkms"]) == 1
+    assert "ERROR: Unable to load the kernel module 'nvidia.ko'." in capsys.readouterr().err
+    assert json.loads((host_etc / "gpus.json").read_text())["driver"] == "535.161.08"
 
 
 def test_installer_refuses_with_nouveau(host_etc: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -378,8 +422,7 @@ def test_installer_refuses_with_nouveau(host_etc: Path, capsys: pytest.CaptureFi
 
 
 def test_installer_needs_kernel_headers(host_etc: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    st = json.loads((host_etc / "gpus.json").read_text())
-    (host_etc / "gpus.json").write_text(json.dumps({**st, "kernel_headers": False}))
+    (host_etc / "headers").rmdir()
     assert installer.main(["550.90.07", "--silent", "--dkms"]) == 1
     assert "ERROR: Unable to find the kernel source tree" in capsys.readouterr().err
     assert installer.main(["550.90.07", "--silent", f"--kernel-source-path={host_etc}"]) == 0

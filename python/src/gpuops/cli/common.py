@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuops.cli.types import Text
+from gpuops.core.values import shown
 from gpuops.errors import GpuOpsError, InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,7 +62,7 @@ def cluster_options(f: F) -> F:
 def _report_dir(value: str) -> Path:
     path = Path(value)
     if path.exists() and (not path.is_dir() or path.is_symlink()):
-        raise InvalidInput(f"{value!r} exists and is not a directory")
+        raise InvalidInput(f"{shown(value)} exists and is not a directory")
     return path
 
 
@@ -94,9 +95,16 @@ def write_report(
 def env_name(value: str) -> str:
     """The name of an environment variable (which holds a secret: never its value)."""
     if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     if not value.replace("_", "a").isalnum():
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
+    return value
+
+
+def http_url(value: str) -> str:
+    """An http(s) URL (a link put into alerts; not a secret)."""
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 COMMANDS: dict[str, str] = {
     "describe": "gpuops.cli.describe:describe",
     "headroom": "gpuops.cli.headroom:headroom",
+    "nodes": "gpuops.cli.nodes:nodes",
     "report": "gpuops.cli.report:report",
     "image": "gpuops.cli.image:image",
 }

@@ -46,3 +46,19 @@ def _render(kind: str, input_path: Path, out: Path) -> Outcome:
 def capacity(input_path: Path, out: Path) -> Outcome:
     """GPU capacity per node class from 'gpuops headroom check --show-nodes'."""
     return _render("capacity", input_path, out)
+
+
+@report.command()
+@_input
+@_out
+def fleet(input_path: Path, out: Path) -> Outcome:
+    """GPU fleet health per group and host from 'gpuops nodes inspect'."""
+    return _render("fleet", input_path, out)
+
+
+@report.command(name="node-update")
+@_input
+@_out
+def node_update(input_path: Path, out: Path) -> Outcome:
+    """A rolling node update batch by batch, host by host, from 'gpuops nodes update'."""
+    return _render("node-update", input_path, out)

@@ -36,12 +36,16 @@ class ReportOutcome:
 
 
 def _writers() -> dict[str, Callable[[Mapping[str, Any], Path], Written]]:
-    from gpuops.render.html import capacity  # noqa: PLC0415 - Jinja2/pygal only when used
+    from gpuops.render.html import capacity, nodes  # noqa: PLC0415 - Jinja2/pygal only when used
 
-    return {"capacity": capacity.write}
+    return {
+        "capacity": capacity.write,
+        "fleet": nodes.write_fleet,
+        "node-update": nodes.write_rollout,
+    }
 
 
-KINDS = ("capacity",)
+KINDS = ("capacity", "fleet", "node-update")
 
 
 def load_result(path: Path) -> Mapping[str, Any]:

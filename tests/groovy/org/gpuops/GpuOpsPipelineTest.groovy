@@ -33,12 +33,17 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<List<String>> boundVariables = []
     /** Messages given to the `unstable` step. */
     List<String> unstableMessages = []
-    /** Arguments of every archiveArtifacts / publishHTML call, and every echo. */
+    /** Resources taken with the `lock` step, in order. */
+    List<String> lockedResources = []
+    /** Arguments of every archiveArtifacts / publishHTML / junit call, and every echo. */
     List<Map> archived = []
     List<Map> published = []
+    List<Map> junitReports = []
     List<String> echoed = []
     /** false: the HTML Publisher plugin is not installed (publishHTML is no DSL method). */
     boolean htmlPublisher = true
+    /** The lock held now (null outside any `lock` block). */
+    protected String heldLock = null
 
     protected final Map<String, Closure> shHandlers = [:]
     protected Script pipeline
@@ -187,7 +192,8 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
 
     protected void registerSteps() {
         helper.registerAllowedMethod('sh', [Map]) { Map args ->
-            Map call = [script: args.script, returnStatus: args.returnStatus, env: new LinkedHashMap(env)]
+            Map call = [script: args.script, returnStatus: args.returnStatus, env: new LinkedHashMap(env),
+                        lock: heldLock]
             shCalls.add(call)
             int status = runShell(call)
             if (args.returnStatus) {
@@ -225,13 +231,35 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             updateBuildStatus('UNSTABLE')
         }
         helper.registerAllowedMethod('echo', [String]) { String message -> echoed.add(message) }
-        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(args) }
+        registerPluginSteps()
+    }
+
+    /** The Lockable Resources `lock` step, `archiveArtifacts`, HTML Publisher's `publishHTML`
+     *  and the JUnit plugin's `junit`. */
+    protected void registerPluginSteps() {
+        helper.registerAllowedMethod('lock', [Map, Closure]) { Map args, Closure body ->
+            assert args.resource: "lock without a resource: ${args}"
+            assert heldLock == null: "nested lock ${args.resource} inside ${heldLock}"
+            lockedResources.add(args.resource.toString())
+            heldLock = args.resource.toString()
+            try {
+                return body()
+            } finally {
+                heldLock = null
+            }
+        }
+        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(plainMap(args)) }
         helper.registerAllowedMethod('publishHTML', [Map]) { Map args ->
             if (!htmlPublisher) {
                 throw new NoSuchMethodError("No such DSL method 'publishHTML' found among steps")
             }
-            published.add(args.target as Map)
+            published.add(plainMap(args.target as Map))
         }
+        helper.registerAllowedMethod('junit', [Map]) { Map args -> junitReports.add(plainMap(args)) }
+    }
+
+    protected static Map plainMap(Map args) {
+        return args.collectEntries { k, v -> [(k): v instanceof GString ? v.toString() : v] }
     }
 
     // ---- credentials --------------------------------------------------------------

@@ -1,0 +1,375 @@
+"""``gpuops nodes``: roll changes over GPU nodes, inspect their health, label them.
+
+Each command parses its options, calls one use case (:mod:`gpuops.usecases.nodes`) and
+renders its result. Heavy libraries (ansible, ansible-runner, kubernetes) load in the use
+cases, on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.common import cluster_options, env_name, http_url, write_report
+from gpuops.cli.types import Choice, Integer, Text
+from gpuops.core.kubeinput import extended_resource
+from gpuops.core.rollout import BatchSize, parse_batch_size
+from gpuops.core.values import shown
+from gpuops.errors import GateRefused, InvalidInput, Unreachable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CHANGES = {
+    "all": ("node_init", "nvidia_driver"),
+    "driver": ("nvidia_driver",),
+    "node-init": ("node_init",),
+}
+
+
+def _pattern(value: str) -> str:
+    if value.startswith("-") or any(c in value for c in "\"'`$;|&<>\\ "):
+        raise InvalidInput(f"{shown(value)} is not an Ansible host pattern (name, group, a:b)")
+    return value
+
+
+def _mount(value: str) -> str:
+    if not value.startswith("/"):
+        raise InvalidInput(f"{shown(value)} is not an absolute path")
+    return value
+
+
+def inventory_options(f: F) -> F:
+    """``--inventory``, ``--limit``, ``--group``, ``--parallel``: the hosts a command acts on."""
+    for option in reversed(
+        [
+            click.option(
+                "-i",
+                "--inventory",
+                required=True,
+                type=Text("path"),
+                help="Ansible inventory (file or folder with group_vars), S-6/S-27.",
+            ),
+            click.option(
+                "-l",
+                "--limit",
+                type=Text("pattern", _pattern),
+                help="Ansible host pattern narrowing the hosts (e.g. gpu_h800).",
+            ),
+            click.option(
+                "--group",
+                default="gpu_nodes",
+                show_default=True,
+                type=Text("pattern", _pattern),
+                help="Inventory group of GPU nodes.",
+            ),
+            click.option(
+                "--parallel",
+                default=50,
+                show_default=True,
+                type=Integer(min=1, max=500),
+                help="Hosts worked on at once.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+@click.group(cls=GpuOpsGroup)
+def nodes() -> None:
+    """Roll changes over GPU nodes (canary, batches, drain), inspect their health, label them."""
+
+
+@nodes.command()
+@inventory_options
+@click.option(
+    "--change",
+    default="all",
+    show_default=True,
+    type=Choice(list(CHANGES)),
+    help="What to change: node-init (S-11, S-12), driver (S-13..S-15) or all.",
+)
+@click.option(
+    "--canary",
+    default=1,
+    show_default=True,
+    type=Integer(min=0, max=1000),
+    help="Hosts changed first, alone; 0 for none.",
+)
+@click.option(
+    "--batch-size",
+    default="20%",
+    show_default=True,
+    type=Text("count or %", parse_batch_size),
+    help="Hosts per batch after the canary: a count (5) or a share of them (20%).",
+)
+@click.option(
+    "--failure-budget",
+    default=0,
+    show_default=True,
+    type=Integer(min=0, max=10**6),
+    help="Failed hosts tolerated before the rollout stops.",
+)
+@click.option(
+    "--reserve",
+    default=0,
+    show_default=True,
+    type=Integer(min=0, max=10**9),
+    help="GPUs that must stay free in the cluster while a batch is out.",
+)
+@click.option(
+    "--resource",
+    default="nvidia.com/gpu",
+    show_default=True,
+    type=Text("resource", lambda v: extended_resource(v, "resource")),
+    help="Extended resource of the GPUs.",
+)
+@click.option(
+    "--gpu-pods-timeout",
+    default=3600,
+    show_default=True,
+    type=Integer(min=0, max=7 * 86400),
+    help="Seconds to wait for running GPU pods on a cordoned node to finish.",
+)
+@click.option(
+    "--on-timeout",
+    default="fail",
+    show_default=True,
+    type=Choice(["fail", "evict"]),
+    help="When GPU pods outlive the wait: fail the host, or evict them.",
+)
+@click.option(
+    "--drain-timeout",
+    default=300,
+    show_default=True,
+    type=Integer(min=0, max=86400),
+    help="Seconds for evicted pods to leave a node.",
+)
+@click.option(
+    "--ready-timeout",
+    default=300,
+    show_default=True,
+    type=Integer(min=0, max=86400),
+    help="Seconds for a changed node to be Ready again.",
+)
+@click.option("--no-kube", is_flag=True, help="The hosts are no Kubernetes nodes: no drain.")
+@cluster_options
+@click.option("--check", is_flag=True, help="Show the plan and the diff; change nothing.")
+@click.option(
+    "--artifacts-dir",
+    type=Text("path"),
+    help="Folder for reports and Ansible artifacts [default: ./gpuops-artifacts/...].",
+)
+def update(
+    inventory: str,
+    limit: str | None,
+    group: str,
+    parallel: int,
+    change: str,
+    canary: int,
+    batch_size: BatchSize,
+    failure_budget: int,
+    reserve: int,
+    resource: str,
+    gpu_pods_timeout: int,
+    on_timeout: str,
+    drain_timeout: int,
+    ready_timeout: int,
+    no_kube: bool,
+    cluster: Any,
+    check: bool,
+    artifacts_dir: str | None,
+) -> Outcome:
+    """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
+
+    Exit 1 when hosts failed (the report says which changed, failed and never started),
+    3 when the headroom gate stopped it, 2/4 for bad input or unreachable hosts (nothing
+    touched)."""
+    from gpuops.core.rollout import Policy  # noqa: PLC0415
+    from gpuops.render.nodes import update_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import update as usecase  # noqa: PLC0415
+    from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
+
+    outcome = usecase.update(
+        usecase.UpdateRequest(
+            inventory=inventory,
+            limit=limit,
+            pattern=group,
+            change=CHANGES[change],
+            policy=Policy(canary, batch_size, failure_budget),
+            drain=DrainPolicy(
+                resource, reserve, gpu_pods_timeout, on_timeout, drain_timeout, ready_timeout
+            ),
+            cluster=None if no_kube else cluster,
+            check=check,
+            artifacts_dir=artifacts_dir,
+            forks=parallel,
+        )
+    )
+    doc = outcome.rollout.to_dict()
+    text = update_text(doc)
+    folder = doc["artifacts"].get("folder")
+    if folder:  # the page beside update.json, for people (Jenkins archives the folder)
+        text += "\n" + write_report(doc, Path(folder), "node-update", lambda: dict(doc))
+    return Outcome(doc, text, error=outcome.error)
+
+
+@nodes.command()
+@inventory_options
+@click.option(
+    "--timeout",
+    default=60,
+    show_default=True,
+    type=Integer(min=1, max=3600),
+    help="Seconds each nvidia-smi call may take on a node (a lost GPU can hang it).",
+)
+@click.option(
+    "--mount",
+    "mounts",
+    multiple=True,
+    default=("/", "/var"),
+    show_default=True,
+    type=Text("path", _mount),
+    help="Mount point whose free space is checked.",
+)
+@click.option(
+    "--report-dir",
+    type=Text("path"),
+    help="Write inspect.json, inspect-junit.xml and the fleet health page (fleet.html) here.",
+)
+@click.option(
+    "--webhook-url-env",
+    default="GPUOPS_WEBHOOK_URL",
+    show_default=True,
+    type=Text("env", env_name),
+    help="Environment variable holding the webhook URL alerted per incident.",
+)
+@click.option("--link", type=Text("url", http_url), help="A URL to put in the alerts.")
+@click.option(
+    "--alert-state",
+    type=Text("path"),
+    help="JSON file remembering alerted incidents: each is alerted once.",
+)
+def inspect(
+    inventory: str,
+    limit: str | None,
+    group: str,
+    parallel: int,
+    timeout: int,
+    mounts: tuple[str, ...],
+    report_dir: str | None,
+    webhook_url_env: str,
+    link: str | None,
+    alert_state: str | None,
+) -> Outcome:
+    """Health of every GPU node: per GPU and per host, thresholds per group (S-16).
+
+    Exit 3 when a critical threshold is crossed (each new incident alerted to the webhook
+    once), 4 when hosts could not be inspected, 0 otherwise."""
+    from gpuops.render.nodes import inspect_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import inspect as usecase  # noqa: PLC0415
+
+    outcome = usecase.inspect(
+        usecase.InspectRequest(
+            inventory=inventory,
+            limit=limit,
+            pattern=group,
+            timeout_s=timeout,
+            parallel=parallel,
+            mounts=tuple(mounts) or ("/",),
+            report_dir=report_dir,
+            webhook_url_env=webhook_url_env,
+            link=link,
+            alert_state=alert_state,
+        )
+    )
+    doc = outcome.to_dict()
+    text = inspect_text(doc)
+    if report_dir:
+        text += "\n\n" + write_report(doc, Path(report_dir), "fleet", lambda: dict(doc))
+    if outcome.critical:
+        return Outcome(
+            doc,
+            text,
+            error=GateRefused(
+                f"critical findings on {len(outcome.critical)} host(s): "
+                f"{', '.join(outcome.critical)}",
+                hint="drain and repair them (see the findings); their Xid actions say what helps",
+            ),
+        )
+    if outcome.unreachable:
+        return Outcome(
+            doc,
+            text,
+            error=Unreachable(
+                f"{len(outcome.unreachable)} host(s) could not be inspected: "
+                f"{', '.join(outcome.unreachable)}",
+                hint="check their management network and ssh",
+            ),
+        )
+    return Outcome(doc, text)
+
+
+@nodes.command()
+@inventory_options
+@click.option(
+    "--taint-effect",
+    default="NoSchedule",
+    show_default=True,
+    type=Choice(["NoSchedule", "NoExecute", "none"]),
+    help="Taint effect for a pending reboot or a critical finding; none: no taints.",
+)
+@cluster_options
+@click.option(
+    "--timeout",
+    default=60,
+    show_default=True,
+    type=Integer(min=1, max=3600),
+    help="Seconds each nvidia-smi call may take on a node.",
+)
+@click.option("--dry-run", is_flag=True, help="Show the changes; write nothing.")
+def label(
+    inventory: str,
+    limit: str | None,
+    group: str,
+    parallel: int,
+    taint_effect: str,
+    cluster: Any,
+    timeout: int,
+    dry_run: bool,
+) -> Outcome:
+    """GPU facts as node labels (accelerator, gpu-driver, GFD's nvidia.com/*, rack) and taints.
+
+    Idempotent; removes only stale labels gpuops set itself."""
+    from gpuops.render.nodes import label_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import label as usecase  # noqa: PLC0415
+
+    outcome = usecase.label(
+        usecase.LabelRequest(
+            inventory=inventory,
+            limit=limit,
+            pattern=group,
+            taint_effect=taint_effect,
+            cluster=cluster,
+            timeout_s=timeout,
+            parallel=parallel,
+            dry_run=dry_run,
+        )
+    )
+    doc = outcome.to_dict()
+    down = [h.host for h in outcome.hosts if h.status == "unreachable"]
+    if down:
+        return Outcome(
+            doc,
+            label_text(doc),
+            error=Unreachable(
+                f"{len(down)} host(s) could not be read, their nodes left as they are: "
+                f"{', '.join(down)}",
+                hint="check their management network and ssh",
+            ),
+        )
+    return Outcome(doc, label_text(doc))

@@ -1,0 +1,172 @@
+"""GPU hosts as the Ansible inventory describes them, and the checks every nodes command makes
+on it before any host or node is touched.
+
+The adapter (:mod:`gpuops.adapters.ansible`) resolves the inventory with Ansible's own rules
+(group_vars, host_vars, precedence) and hands over, per host, only the variables named in
+:data:`HOST_VARS`; everything here is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuops.core.gpuhealth import Thresholds
+from gpuops.core.kubeinput import dns_subdomain
+from gpuops.core.values import shown
+from gpuops.errors import InvalidInput
+
+#: Host variables the nodes commands read (connection, policy, facts of the fleet).
+HOST_VARS: tuple[str, ...] = (
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_ssh_private_key_file",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "gpuops_environment",
+    "gpuops_node_name",
+    "gpu_nodes_driver_version",
+    "gpu_nodes_cuda_version",
+    "gpu_nodes_driver_repo_url",
+    "gpu_nodes_gpu_count",
+    "gpu_nodes_gpu_name",
+    "gpu_nodes_accelerator",
+    "gpu_inspect_thresholds",
+    "rack",
+)
+DEFAULT_PATTERN = "gpu_nodes"
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_GENERIC_GROUPS = {"all", "ungrouped", DEFAULT_PATTERN}
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory host: its name, groups and the variables of :data:`HOST_VARS`."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def group(self) -> str:
+        """The most specific group (the GPU model group, e.g. gpu_h800)."""
+        specific = [g for g in self.groups if g not in _GENERIC_GROUPS]
+        return specific[0] if specific else (self.groups[0] if self.groups else "ungrouped")
+
+    def text(self, key: str) -> str:
+        value = self.vars.get(key)
+        return "" if value is None else str(value)
+
+    @property
+    def node_name(self) -> str:
+        """The Kubernetes node of this host: ``gpuops_node_name``, else the inventory name."""
+        return self.text("gpuops_node_name") or self.name
+
+    @property
+    def driver_version(self) -> str:
+        return self.text("gpu_nodes_driver_version")
+
+    @property
+    def cuda_version(self) -> str:
+        return self.text("gpu_nodes_cuda_version")
+
+    @property
+    def repo_url(self) -> str:
+        return self.text("gpu_nodes_driver_repo_url").rstrip("/")
+
+    @property
+    def gpu_count(self) -> int:
+        value = self.vars.get("gpu_nodes_gpu_count")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    @property
+    def rack(self) -> str:
+        return self.text("rack")
+
+    @property
+    def accelerator(self) -> str:
+        return self.text("gpu_nodes_accelerator")
+
+    def thresholds(self) -> Thresholds:
+        return Thresholds.from_mapping(
+            self.vars.get("gpu_inspect_thresholds") or None,
+            f"inventory host {self.name} (group {self.group})",
+        )
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The hosts a command works on (inventory order, after the pattern and the limit)."""
+
+    path: str
+    hosts: tuple[Host, ...]
+    limit: str | None = None
+
+    @property
+    def environment(self) -> str:
+        found = {h.text("gpuops_environment") for h in self.hosts} - {""}
+        return ",".join(sorted(found)) or "unspecified"
+
+    def names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+
+def check_driver_policy(inventory: Inventory) -> None:
+    """Every host has a wanted driver version (S-7) and a driver repository (S-13)."""
+    for host in inventory.hosts:
+        where = f"inventory {inventory.path}: group {host.group} (host {host.name})"
+        if not host.driver_version:
+            raise InvalidInput(
+                f"{where} has no driver version",
+                hint=f"set gpu_nodes_driver_version in group_vars/{host.group}.yml",
+                field="inventory",
+            )
+        if not _VERSION.match(host.driver_version):
+            raise InvalidInput(
+                f"{where}: gpu_nodes_driver_version {shown(host.driver_version)} is not a version "
+                "like 550.90.07",
+                field="inventory",
+            )
+        if not host.repo_url.startswith(("http://", "https://", "file://")):
+            raise InvalidInput(
+                f"{where} has no driver repository URL (gpu_nodes_driver_repo_url)",
+                hint="set gpu_nodes_driver_repo_url in group_vars/all.yml",
+                field="inventory",
+            )
+
+
+def check_node_names(inventory: Inventory) -> None:
+    for host in inventory.hosts:
+        dns_subdomain(host.node_name, f"Kubernetes node name of inventory host {host.name}")
+
+
+def check_thresholds(inventory: Inventory) -> dict[str, Thresholds]:
+    """Each host's thresholds; a bad ``gpu_inspect_thresholds`` is an input error up front."""
+    out = {}
+    for host in inventory.hosts:
+        try:
+            out[host.name] = host.thresholds()
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, hint=exc.hint, field="inventory") from None
+    return out
+
+
+def driver_file(version: str) -> str:
+    return f"NVIDIA-Linux-x86_64-{version}.run"
+
+
+def needed_runs(hosts: Sequence[Host]) -> dict[str, list[str]]:
+    """The driver files each host must find in its repository: url -> hosts."""
+    out: dict[str, list[str]] = {}
+    for host in hosts:
+        out.setdefault(f"{host.repo_url}/{driver_file(host.driver_version)}", []).append(host.name)
+    return out

@@ -1,0 +1,163 @@
+"""GPU facts as node labels (S-30, NVIDIA GPU Feature Discovery's names) and health as taints.
+
+Labels: ``accelerator`` and ``gpu-driver`` (the seed's), GFD's ``nvidia.com/gpu.product``,
+``nvidia.com/gpu.memory``, ``nvidia.com/gpu.count``, ``nvidia.com/cuda.driver.major/minor/rev``
+and ``nvidia.com/cuda.runtime.major/minor``, and ``rack`` from the inventory. Taints: a host
+whose new driver waits for a reboot, or with a critical finding, gets one by policy.
+
+gpuops owns what it set: the node annotation :data:`OWNED` lists those label keys, so a later
+run removes a stale one (a label it set that no longer applies) and never touches another
+tool's. A fact that cannot be read now (nvidia-smi failed) keeps its label as it is. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuops.core.gpuhealth import CRITICAL, HostHealth
+from gpuops.core.kubemodel import Taint
+
+OWNED = "gpuops.io/labels"
+TAINT_REBOOT = "gpuops.io/reboot-pending"
+TAINT_UNHEALTHY = "gpuops.io/gpu-unhealthy"
+TAINT_KEYS = (TAINT_REBOOT, TAINT_UNHEALTHY)
+TAINT_EFFECTS = ("NoSchedule", "NoExecute", "none")
+RACK = "rack"
+#: labels that come from nvidia-smi (kept as they are when it cannot be read)
+FACT_LABELS = (
+    "accelerator",
+    "gpu-driver",
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/gpu.count",
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+    "nvidia.com/cuda.runtime.major",
+    "nvidia.com/cuda.runtime.minor",
+)
+_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def label_value(text: str) -> str:
+    """A valid label value (as GFD makes them): other characters become '-', 63 at most,
+    alphanumeric at both ends."""
+    value = _BAD.sub("-", text.strip())[:63]
+    return value.strip("-_.")
+
+
+def accelerator(name: str) -> str:
+    """``NVIDIA A100-SXM4-80GB`` -> ``nvidia-a100-sxm4-80gb`` (when the inventory sets none)."""
+    return label_value(name.lower().replace(" ", "-"))
+
+
+def desired_labels(
+    health: HostHealth, *, rack: str = "", accelerator_name: str = ""
+) -> tuple[dict[str, str], set[str]]:
+    """(labels this host should carry, fact labels that cannot be known now)."""
+    labels: dict[str, str] = {}
+    if rack:
+        labels[RACK] = label_value(rack)
+    gpus = [g for g in health.gpus if not g.get("lost")]
+    failed = health.nvidia_smi.get("failure") not in (None, "gpu-lost")
+    if failed or not gpus:
+        return labels, set(FACT_LABELS)
+    first = gpus[0]
+    product = str(first.get("name") or "")
+    labels["nvidia.com/gpu.product"] = label_value(product.replace(" ", "-"))
+    labels["accelerator"] = accelerator_name or accelerator(product)
+    if first.get("memory_total_mib") is not None:
+        labels["nvidia.com/gpu.memory"] = str(first["memory_total_mib"])
+    labels["nvidia.com/gpu.count"] = str(len(gpus))
+    unknown: set[str] = set()
+    if health.driver:
+        labels["gpu-driver"] = label_value(health.driver)
+        parts = health.driver.split(".")
+        for key, part in zip(("major", "minor", "rev"), parts, strict=False):
+            labels[f"nvidia.com/cuda.driver.{key}"] = label_value(part)
+    else:
+        unknown |= {
+            "gpu-driver",
+            *(f"nvidia.com/cuda.driver.{k}" for k in ("major", "minor", "rev")),
+        }
+    if health.cuda:
+        major, _, minor = health.cuda.partition(".")
+        labels["nvidia.com/cuda.runtime.major"] = label_value(major)
+        labels["nvidia.com/cuda.runtime.minor"] = label_value(minor or "0")
+    else:
+        unknown |= {"nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"}
+    return labels, unknown
+
+
+def desired_taints(health: HostHealth, effect: str) -> list[Taint]:
+    """The taints gpuops wants on this host's node (none with effect ``none``)."""
+    if effect == "none":
+        return []
+    taints = []
+    if health.nvidia_smi.get("failure") == "reboot-pending":
+        taints.append(Taint(TAINT_REBOOT, "true", effect))
+    critical = [f.check for f in health.findings if f.severity == CRITICAL]
+    others = [c for c in critical if c != "reboot-pending"]
+    if others:
+        taints.append(Taint(TAINT_UNHEALTHY, label_value(others[0]), effect))
+    return taints
+
+
+@dataclass
+class NodeChange:
+    """What to change on one node; empty when it already matches."""
+
+    node: str
+    set_labels: dict[str, str] = field(default_factory=dict)
+    remove_labels: list[str] = field(default_factory=list)
+    owned: list[str] = field(default_factory=list)
+    owned_changed: bool = False
+    taints: list[Taint] | None = None  # the node's full new taint list, None: unchanged
+    taints_added: list[str] = field(default_factory=list)
+    taints_removed: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.set_labels or self.remove_labels or self.owned_changed or self.taints is not None
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["taints"] = None if self.taints is None else [str(t) for t in self.taints]
+        doc["changed"] = self.changed
+        return doc
+
+
+def plan_node(
+    node: str,
+    current_labels: Mapping[str, str],
+    current_annotations: Mapping[str, str],
+    current_taints: Sequence[Taint],
+    labels: Mapping[str, str],
+    unknown: set[str],
+    taints: Sequence[Taint],
+    *,
+    manage_taints: bool = True,
+) -> NodeChange:
+    """The change from what the node has to what it should have; idempotent."""
+    owned = {k for k in current_annotations.get(OWNED, "").split(",") if k}
+    change = NodeChange(node)
+    change.set_labels = {k: v for k, v in labels.items() if current_labels.get(k) != v}
+    stale = sorted((owned - set(labels) - unknown) & set(current_labels))
+    change.remove_labels = stale
+    new_owned = sorted(set(labels) | (owned & unknown & set(current_labels)))
+    change.owned = new_owned
+    change.owned_changed = set(new_owned) != owned
+    if manage_taints:
+        mine = {(t.key, t.value, t.effect) for t in current_taints if t.key in TAINT_KEYS}
+        want = {(t.key, t.value, t.effect) for t in taints}
+        if mine != want:
+            kept = [t for t in current_taints if t.key not in TAINT_KEYS]
+            change.taints = kept + list(taints)
+            change.taints_added = sorted(str(Taint(*w)) for w in want - mine)
+            change.taints_removed = sorted(str(Taint(*m)) for m in mine - want)
+    return change

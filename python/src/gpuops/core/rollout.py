@@ -1,0 +1,146 @@
+"""A rolling change of GPU nodes (S-3, S-35): canary first, then batches, a failure budget,
+and before each batch the headroom gate: can the cluster lose this batch's GPUs?
+
+Pure: the use case (:mod:`gpuops.usecases.nodes.update`) feeds it host names, nodes and pods.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from gpuops.core import headroom
+from gpuops.core.kubemodel import Node, Pod
+from gpuops.core.values import shown
+from gpuops.errors import InvalidInput
+
+CANARY, BATCH = "canary", "batch"
+#: host outcomes
+CHANGED, UNCHANGED, FAILED, NOT_STARTED = "changed", "unchanged", "failed", "not-started"
+PLANNED = "planned"  # --check: would change
+_SIZE = re.compile(r"^(?P<n>[0-9]{1,6})(?P<pct>%?)$")
+
+
+@dataclass(frozen=True)
+class BatchSize:
+    """A count of hosts, or a percentage of the hosts the rollout changes."""
+
+    value: int
+    percent: bool = False
+
+    def hosts(self, total: int) -> int:
+        if self.percent:
+            return max(1, math.ceil(total * self.value / 100))
+        return self.value
+
+    def __str__(self) -> str:
+        return f"{self.value}%" if self.percent else str(self.value)
+
+
+def parse_batch_size(text: Any) -> BatchSize:
+    """``5`` or ``"5"`` (hosts) or ``"20%"`` (of the hosts to change)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)
+    m = _SIZE.match(str(text).strip()) if isinstance(text, str) else None
+    if not m:
+        raise InvalidInput(
+            f"batch size {shown(text)} is not a count like 5 or a percentage like 20%"
+        )
+    size = BatchSize(int(m.group("n")), bool(m.group("pct")))
+    if size.value < 1 or (size.percent and size.value > 100):
+        raise InvalidInput(f"batch size {size} must be at least 1 (and at most 100%)")
+    return size
+
+
+@dataclass(frozen=True)
+class Policy:
+    canary: int = 1
+    batch_size: BatchSize = field(default_factory=lambda: BatchSize(20, percent=True))
+    failure_budget: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "canary": self.canary,
+            "batch_size": str(self.batch_size),
+            "failure_budget": self.failure_budget,
+        }
+
+
+@dataclass(frozen=True)
+class Batch:
+    index: int  # 0 is the canary when there is one
+    kind: str
+    hosts: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind, "hosts": list(self.hosts)}
+
+
+def plan(hosts: Sequence[str], policy: Policy) -> list[Batch]:
+    """The canary (the first ``policy.canary`` hosts), then batches of the batch size."""
+    batches: list[Batch] = []
+    rest = list(hosts)
+    if policy.canary and rest:
+        batches.append(Batch(0, CANARY, tuple(rest[: policy.canary])))
+        rest = rest[policy.canary :]
+    size = policy.batch_size.hosts(len(hosts))
+    for start in range(0, len(rest), size):
+        batches.append(Batch(len(batches), BATCH, tuple(rest[start : start + size])))
+    return batches
+
+
+def over_budget(failed: int, policy: Policy) -> bool:
+    return failed > policy.failure_budget
+
+
+@dataclass(frozen=True)
+class BatchHeadroom:
+    """Whether the cluster can lose a batch's nodes now, with the reserve honoured."""
+
+    fits: bool
+    nodes: tuple[str, ...]
+    gpus_removed: int
+    gpus_to_move: int
+    free_after: int
+    reserve: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def batch_headroom(
+    nodes: Sequence[Node],
+    pods: Iterable[Pod],
+    batch_nodes: Iterable[str],
+    *,
+    resource: str = headroom.DEFAULT_RESOURCE,
+    reserve: int = 0,
+) -> BatchHeadroom:
+    """The headroom core's verdict on the cluster without the batch: the batch's nodes count
+    as cordoned, the GPUs their pods hold must fit elsewhere, and ``reserve`` GPUs must stay
+    free after that."""
+    batch = frozenset(batch_nodes)
+    pods = list(pods)
+    removed = sum(n.allocatable.get(resource, 0) for n in nodes if n.name in batch)
+    to_move = sum(p.requests.get(resource, 0) for p in pods if p.node_name in batch)
+    without = [replace(n, unschedulable=True) if n.name in batch else n for n in nodes]
+    shape = headroom.Shape(gpus_per_pod=1, pods=max(1, to_move), resource=resource)
+    result = headroom.check(without, pods, shape, headroom.Policy(reserve=reserve))
+    free_after = result.free_total
+    fits = free_after - to_move >= reserve and (to_move == 0 or result.pods_placeable >= to_move)
+    names = ", ".join(sorted(batch)) or "no Kubernetes node"
+    if fits:
+        message = (
+            f"without {names} ({removed} {resource}) {free_after} stay free"
+            f"{f', {to_move} of them for pods to move' if to_move else ''}; reserve {reserve}"
+        )
+    else:
+        message = (
+            f"without {names} ({removed} {resource}) only {free_after} {resource} stay free: "
+            f"{to_move} needed for pods to move and a reserve of {reserve}"
+        )
+    return BatchHeadroom(fits, tuple(sorted(batch)), removed, to_move, free_after, reserve, message)

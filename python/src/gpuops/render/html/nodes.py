@@ -1,0 +1,240 @@
+"""The GPU node pages: fleet health (a ``gpuops nodes inspect`` result) and node update (a
+``gpuops nodes update`` result).
+
+Fleet health answers: is any GPU node in trouble, which, and what to do (Xid meanings and
+whether a reset helps); per group how many hosts are ok, warning, critical or unreachable.
+Node update answers: what the rollout did, batch by batch (canary first), which hosts changed,
+failed or were never started, and where the time went. Pages for large fleets stay readable:
+groups are aggregates, and hosts are listed worst first up to a cap (the rest are counted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuops.errors import InvalidInput
+from gpuops.render.html import page
+
+#: Hosts listed by name at most (the rest are counted; the JSON has them all).
+HOSTS_LISTED = 200
+_STATUS_ORDER = {"critical": 0, "unreachable": 1, "warning": 2, "ok": 3}
+_UPDATE_ORDER = {"failed": 0, "not-started": 1, "changed": 2, "planned": 3, "unchanged": 4}
+
+
+def _require(result: Mapping[str, Any], keys: Sequence[str], command: str) -> None:
+    missing = [k for k in keys if k not in result]
+    if missing or not isinstance(result.get("hosts"), list):
+        raise InvalidInput(
+            f"not a 'gpuops {command}' result: missing {', '.join(missing) or 'hosts'}",
+            hint=f"pass the result (or error) document of 'gpuops {command}'",
+            field="input",
+        )
+    bad = [h for h in result["hosts"] if not isinstance(h, Mapping) or "host" not in h]
+    if bad:
+        raise InvalidInput(
+            f"not a 'gpuops {command}' result: {len(bad)} host entr(y/ies) without a name",
+            field="input",
+        )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _list(value: Any) -> list[Any]:
+    """A list from the result, or none (a hand-made input may hold anything there)."""
+    return value if isinstance(value, list) else []
+
+
+# -- fleet health (nodes inspect) --------------------------------------------------------------
+_INSPECT_KEYS = ("inventory", "status", "summary", "hosts_total", "hosts")
+
+
+def _gpu_temp(h: Mapping[str, Any]) -> str:
+    temps: list[float] = [
+        g["temperature_c"]
+        for g in _list(h.get("gpus"))
+        if isinstance(g, Mapping) and isinstance(g.get("temperature_c"), (int, float))
+    ]
+    return f"{max(temps)}" if temps else "-"
+
+
+def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    _require(result, _INSPECT_KEYS, "nodes inspect")
+    hosts: list[Mapping[str, Any]] = result["hosts"]
+    groups: dict[str, dict[str, Any]] = {}
+    for h in hosts:
+        g = groups.setdefault(
+            _text(h.get("group")) or "-",
+            {"hosts": 0, "ok": 0, "warning": 0, "critical": 0, "unreachable": 0, "drivers": set()},
+        )
+        g["hosts"] += 1
+        status = _text(h.get("status"))
+        if status in _STATUS_ORDER:
+            g[status] += 1
+        if h.get("driver"):
+            g["drivers"].add(_text(h["driver"]))
+    ranked = sorted(
+        hosts, key=lambda h: (_STATUS_ORDER.get(_text(h.get("status")), 4), _text(h["host"]))
+    )
+    listed = [
+        {
+            "host": _text(h["host"]),
+            "group": _text(h.get("group")),
+            "status": _text(h.get("status")),
+            "gpus": f"{h.get('gpu_count', len(_list(h.get('gpus'))))}/"
+            f"{h.get('gpus_expected') or '?'}",
+            "driver": _text(h.get("driver")) or "-",
+            "cuda": _text(h.get("cuda")) or "-",
+            "temp": _gpu_temp(h),
+            "findings": [
+                {"severity": _text(f.get("severity")), "message": _text(f["message"])}
+                for f in _list(h.get("findings"))
+                if isinstance(f, Mapping) and "message" in f
+            ],
+        }
+        for h in ranked[:HOSTS_LISTED]
+    ]
+    xids = [
+        {
+            "host": _text(h["host"]),
+            **{k: _text(x.get(k)) for k in ("xid", "bus", "name", "meaning", "action")},
+            "needs_reset": bool(x.get("needs_reset")),
+        }
+        for h in ranked
+        for x in _list(h.get("xids"))
+        if isinstance(x, Mapping) and "xid" in x
+    ]
+    summary = result["summary"] if isinstance(result["summary"], Mapping) else {}
+    status = _text(result["status"])
+    return {
+        "r": result,
+        "status": status,
+        "verdict_class": {"ok": "ok", "warning": "warn"}.get(status, "bad"),
+        "summary": {k: summary.get(k, 0) for k in ("ok", "warning", "critical", "unreachable")},
+        "groups": [
+            {**g, "name": name, "drivers": ", ".join(sorted(g["drivers"])) or "-"}
+            for name, g in sorted(groups.items())
+        ],
+        "hosts": listed,
+        "hosts_more": max(0, len(hosts) - len(listed)),
+        "xids": xids[:HOSTS_LISTED],
+        "alerts": [
+            {k: _text(a.get(k)) for k in ("host", "status", "detail")}
+            for a in _list(result.get("alerts"))
+            if isinstance(a, Mapping)
+        ],
+    }
+
+
+def write_fleet(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+    return page.write(out_dir, "fleet", "fleet.html.j2", fleet_context(result), [])
+
+
+# -- node update (nodes update) ----------------------------------------------------------------
+_UPDATE_KEYS = ("inventory", "change", "check", "summary", "batches", "hosts")
+
+
+def _cordon(h: Mapping[str, Any]) -> str:
+    if h.get("cordoned_before"):
+        return "admin (kept)"
+    if h.get("uncordoned"):
+        return "cordoned, uncordoned"
+    if h.get("cordoned"):
+        return "cordoned"
+    return "-" if h.get("node") else "no node"
+
+
+def _seconds(phases: Any) -> float:
+    if not isinstance(phases, Mapping):
+        return 0.0
+    return round(sum(v for v in phases.values() if isinstance(v, (int, float))), 1)
+
+
+def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
+    _require(result, _UPDATE_KEYS, "nodes update")
+    summary = result["summary"] if isinstance(result["summary"], Mapping) else {}
+    failed = int(summary.get("failed", 0) or 0)
+    if result["check"]:
+        verdict, css = "plan", "ok"
+    elif result.get("refused"):
+        verdict, css = "refused", "bad"
+    elif failed:
+        verdict, css = "failed", "bad"
+    elif result.get("stopped"):
+        verdict, css = "stopped", "warn"
+    else:
+        verdict, css = "done", "ok"
+    hosts = sorted(
+        result["hosts"],
+        key=lambda h: (
+            _UPDATE_ORDER.get(_text(h.get("status")), 5),
+            h.get("batch") if isinstance(h.get("batch"), int) else 10**9,
+            _text(h["host"]),
+        ),
+    )
+    listed = [
+        {
+            "host": _text(h["host"]),
+            "group": _text(h.get("group")),
+            "batch": "-" if h.get("batch") is None else _text(h.get("batch")),
+            "status": _text(h.get("status")),
+            "cordon": _cordon(h),
+            "seconds": _seconds(h.get("phases_s")),
+            "driver": _text(h.get("driver_wanted")) or "-",
+            "detail": _text(h.get("reason"))
+            or ", ".join(
+                _text(t)
+                for t in _list(h.get("planned_changes" if result["check"] else "changed_tasks"))
+            ),
+            "failed_task": _text(h.get("failed_task")),
+        }
+        for h in hosts[:HOSTS_LISTED]
+    ]
+    batches = [
+        {
+            "index": _text(b.get("index")),
+            "kind": _text(b.get("kind")),
+            "hosts": ", ".join(_text(x) for x in _list(b.get("hosts"))),
+            "status": _text(b.get("status")),
+            "elapsed": b.get("elapsed_s", 0),
+            "headroom": _text((b.get("headroom") or {}).get("message"))
+            if isinstance(b.get("headroom"), Mapping)
+            else "",
+            "phases": ", ".join(
+                f"{k} {v}s" for k, v in (b.get("phases_s") or {}).items() if v is not None
+            )
+            if isinstance(b.get("phases_s"), Mapping)
+            else "",
+        }
+        for b in _list(result["batches"])
+        if isinstance(b, Mapping)
+    ]
+    policy = result.get("policy") if isinstance(result.get("policy"), Mapping) else {}
+    return {
+        "r": result,
+        "verdict": verdict,
+        "verdict_class": css,
+        "summary": {
+            k: summary.get(k, 0)
+            for k in ("changed", "unchanged", "failed", "not-started", "planned")
+        },
+        "change": ", ".join(_text(c) for c in _list(result["change"])),
+        "policy": policy,
+        "batches": batches,
+        "hosts": listed,
+        "hosts_more": max(0, len(hosts) - len(listed)),
+        "timings": sorted(
+            (k, v)
+            for k, v in (result.get("timings_s") or {}).items()
+            if isinstance(v, (int, float))
+        )
+        if isinstance(result.get("timings_s"), Mapping)
+        else [],
+    }
+
+
+def write_rollout(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+    return page.write(out_dir, "node-update", "node-update.html.j2", rollout_context(result), [])

@@ -1,0 +1,206 @@
+"""``gpuops nodes inspect``: every GPU node's health (S-16) in one fast pass, thresholds per
+group, a JSON and a JUnit report, and one webhook alert per incident."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuops.adapters import webhook
+from gpuops.core import gpuhealth, inventory
+from gpuops.core.gpuhealth import CRITICAL, UNREACHABLE, HostHealth
+from gpuops.core.inventory import DEFAULT_PATTERN
+from gpuops.core.values import shown
+from gpuops.errors import InvalidInput
+from gpuops.render.junit import Case, junit_xml
+from gpuops.usecases.nodes import common
+
+
+@dataclass(frozen=True)
+class InspectRequest:
+    inventory: str
+    limit: str | None = None
+    pattern: str = DEFAULT_PATTERN
+    timeout_s: int = 60
+    parallel: int = 50
+    mounts: tuple[str, ...] = ("/", "/var")
+    report_dir: str | None = None
+    webhook_url_env: str = webhook.DEFAULT_ENV
+    link: str | None = None
+    alert_state: str | None = None
+
+
+@dataclass
+class Alert:
+    host: str
+    fingerprint: str
+    status: str  # sent, failed, not-configured, suppressed (already alerted)
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "fingerprint": self.fingerprint,
+            "status": self.status,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class InspectOutcome:
+    request: InspectRequest
+    environment: str
+    groups: dict[str, str]
+    hosts: list[HostHealth]
+    alerts: list[Alert] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    reports: dict[str, str] = field(default_factory=dict)
+
+    def count(self, status: str) -> int:
+        return sum(1 for h in self.hosts if h.status == status)
+
+    @property
+    def critical(self) -> list[str]:
+        return [h.host for h in self.hosts if h.status == CRITICAL]
+
+    @property
+    def unreachable(self) -> list[str]:
+        return [h.host for h in self.hosts if h.status == UNREACHABLE]
+
+    def to_dict(self) -> dict[str, Any]:
+        statuses = (gpuhealth.OK, gpuhealth.WARNING, CRITICAL, UNREACHABLE)
+        return {
+            "environment": self.environment,
+            "inventory": self.request.inventory,
+            "limit": self.request.limit,
+            "status": gpuhealth.worst([h.status for h in self.hosts if h.status != UNREACHABLE])
+            if not self.critical
+            else CRITICAL,
+            "summary": {s: self.count(s) for s in statuses},
+            "hosts_total": len(self.hosts),
+            "critical_hosts": self.critical,
+            "unreachable_hosts": self.unreachable,
+            "hosts": [{**h.to_dict(), "group": self.groups[h.host]} for h in self.hosts],
+            "alerts": [a.to_dict() for a in self.alerts],
+            "timings_s": dict(self.timings_s),
+            "reports": dict(self.reports),
+        }
+
+
+def inspect(request: InspectRequest) -> InspectOutcome:
+    """Inspect the hosts; alert each new incident; write the reports when asked."""
+    started = time.monotonic()
+    webhook.webhook_url(request.webhook_url_env)  # a malformed URL is an input error, up front
+    inv = common.load(request.inventory, request.limit, request.pattern)
+    thresholds = inventory.check_thresholds(inv)
+    state = _load_state(request.alert_state)
+    loaded = time.monotonic()
+    health, _ = common.inspect_hosts(
+        inv.hosts,
+        thresholds,
+        timeout_s=request.timeout_s,
+        parallel=request.parallel,
+        mounts=request.mounts,
+    )
+    inspected = time.monotonic()
+    outcome = InspectOutcome(
+        request=request,
+        environment=inv.environment,
+        groups={h.name: h.group for h in inv.hosts},
+        hosts=[health[h.name] for h in inv.hosts],
+    )
+    outcome.alerts = _alert(outcome, request, state)
+    if request.alert_state:
+        _save_state(request.alert_state, outcome)
+    outcome.timings_s = {
+        "inventory": round(loaded - started, 3),
+        "inspect": round(inspected - loaded, 3),
+        "total": round(time.monotonic() - started, 3),
+    }
+    if request.report_dir:
+        folder = common.artifacts_dir(request.report_dir, "nodes-inspect")
+        outcome.reports = {
+            "json": str(folder / "inspect.json"),
+            "junit": common.write(folder / "inspect-junit.xml", junit(outcome)),
+        }
+        common.write_json(folder / "inspect.json", outcome.to_dict())
+    return outcome
+
+
+def fingerprint(h: HostHealth) -> str:
+    checks = sorted({f"{f.check}@{f.gpu}" for f in h.findings if f.severity == CRITICAL})
+    return hashlib.sha256(f"{h.host}|{'|'.join(checks)}".encode()).hexdigest()[:16]
+
+
+def _alert(outcome: InspectOutcome, request: InspectRequest, state: dict[str, Any]) -> list[Alert]:
+    """One webhook message per incident: a host with critical findings (or unreachable).
+    With an alert state file, an incident already announced is not announced again."""
+    alerts = []
+    for h in outcome.hosts:
+        if h.status not in (CRITICAL, UNREACHABLE):
+            continue
+        fp = fingerprint(h)
+        if fp in state.get("open", {}):
+            alerts.append(Alert(h.host, fp, "suppressed", "already alerted"))
+            continue
+        critical = [f.to_dict() for f in h.findings if f.severity == CRITICAL]
+        payload = {
+            "event": "gpu-node-incident",
+            "text": f"gpuops nodes inspect: {h.host} {h.status}: "
+            + "; ".join(str(f["message"]) for f in critical[:5]),
+            "host": h.host,
+            "group": outcome.groups[h.host],
+            "environment": outcome.environment,
+            "status": h.status,
+            "findings": critical,
+            "fingerprint": fp,
+            "link": request.link or "",
+        }
+        delivery = webhook.post(request.webhook_url_env, payload)
+        alerts.append(Alert(h.host, fp, delivery.status, delivery.detail))
+    return alerts
+
+
+def _load_state(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {"open": {}}
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        if not Path(path).parent.is_dir():  # checked now: it is written after the inspection
+            raise InvalidInput(
+                f"alert state file {shown(path)}: its folder does not exist", field="alert_state"
+            ) from None
+        return {"open": {}}  # no incident alerted yet
+    except (OSError, ValueError):
+        raise InvalidInput(
+            f"alert state file {shown(path)} is not readable JSON", field="alert_state"
+        ) from None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("open"), dict) else {"open": {}}
+
+
+def _save_state(path: str, outcome: InspectOutcome) -> None:
+    sent = {a.fingerprint: a.host for a in outcome.alerts if a.status in ("sent", "suppressed")}
+    common.write_json(Path(path), {"open": sent})
+
+
+def junit(outcome: InspectOutcome) -> str:
+    cases = []
+    for h in outcome.hosts:
+        group = outcome.groups[h.host]
+        lines = [f"{f.severity}: {f.message}" for f in h.findings]
+        critical = "; ".join(f.message for f in h.findings if f.severity == CRITICAL)
+        cases.append(
+            Case(
+                name=h.host,
+                classname=f"gpu-inspect.{group}",
+                failure=critical if h.status == CRITICAL else None,
+                error=critical if h.status == UNREACHABLE else None,
+                output="\n".join(lines),
+            )
+        )
+    return junit_xml("gpuops nodes inspect", cases)

@@ -1,0 +1,302 @@
+"""``gpuops nodes update``: change GPU nodes without interrupting training (S-3, S-13 ... S-15).
+
+Order of operations:
+
+1. Pre-flight, before any host or node is touched: the inventory and limit, every host's
+   wanted driver and repository (S-7), the Kubernetes API, every host reachable and its
+   driver ``.run`` in the repository (read-only ssh).
+2. Plan: the playbook in check mode shows which hosts would change (and the diff); only they
+   are rolled out, canary first, then batches. ``--check`` stops here.
+3. Per batch: the headroom gate (can the cluster lose these GPUs, reserve honoured?), then for
+   Kubernetes nodes cordon, wait for GPU pods, drain; the playbook on the batch through
+   ansible-runner (progress per host as events arrive); node Ready, uncordon.
+4. A failure beyond the budget stops the rollout: later batches are never started. A re-run
+   plans again from what the hosts report, so it resumes where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuops.adapters import ansible
+from gpuops.adapters.kube import KubeClient
+from gpuops.core import inventory, rollout
+from gpuops.core.inventory import DEFAULT_PATTERN
+from gpuops.errors import GateRefused, GpuOpsError, InvalidInput, OperationFailed, Unreachable
+from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.nodes import common
+from gpuops.usecases.nodes.drain import DrainPolicy, Guard
+from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
+
+PLAYBOOK = "update_gpu_nodes"
+ROLES = ("node_init", "nvidia_driver")
+
+
+@dataclass(frozen=True)
+class UpdateRequest:
+    inventory: str
+    limit: str | None = None
+    pattern: str = DEFAULT_PATTERN
+    change: tuple[str, ...] = ROLES
+    policy: rollout.Policy = field(default_factory=rollout.Policy)
+    drain: DrainPolicy = field(default_factory=DrainPolicy)
+    cluster: Cluster | None = field(default_factory=Cluster)  # None: hosts are no nodes
+    check: bool = False
+    artifacts_dir: str | None = None
+    forks: int = 50
+
+
+@dataclass
+class UpdateOutcome:
+    rollout: Rollout
+    error: GpuOpsError | None = None
+
+
+def update(
+    request: UpdateRequest, connect: Callable[[Cluster], KubeClient] | None = None
+) -> UpdateOutcome:
+    started = time.monotonic()
+    folder = common.artifacts_dir(request.artifacts_dir, "nodes-update")
+    log_file = folder / "progress.log"
+    inv = common.load(request.inventory, request.limit, request.pattern)
+    if "nvidia_driver" in request.change:
+        inventory.check_driver_policy(inv)
+    inventory.check_node_names(inv)
+    kube = (connect or Cluster.connect)(request.cluster) if request.cluster else None
+    try:
+        ro = Rollout(
+            inventory=inv.path,
+            limit=request.limit,
+            environment=inv.environment,
+            change=list(request.change),
+            policy=request.policy,
+            check=request.check,
+            kube=kube.server if kube else None,
+            started_at=common.now(),
+        )
+        ro.artifacts = {"folder": str(folder), "progress": str(log_file)}
+
+        def say(line: str) -> None:
+            common.say(line)
+            with log_file.open("a") as out:
+                out.write(f"{common.now()} {line}\n")
+
+        _records(ro, inv, kube)
+        _preflight(inv, request, say)
+        pre = time.monotonic()
+        _plan(ro, inv, request, folder, say)
+        planned = time.monotonic()
+        ro.timings_s.update(preflight=round(pre - started, 3), plan=round(planned - pre, 3))
+        if not request.check and not ro.failed:
+            guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
+            _run(ro, inv, request, guard, folder, say)
+        ro.timings_s["total"] = round(time.monotonic() - started, 3)
+        ro.finished_at = common.now()
+    finally:
+        if kube is not None:
+            kube.close()
+    ro.artifacts["json"] = str(folder / "update.json")
+    ro.artifacts["junit"] = common.write(folder / "update-junit.xml", ro.junit())
+    common.write_json(folder / "update.json", ro.to_dict())
+    return UpdateOutcome(ro, _verdict(ro))
+
+
+def _records(ro: Rollout, inv: inventory.Inventory, kube: KubeClient | None) -> None:
+    from gpuops.adapters import kubenodes  # noqa: PLC0415 - with Kubernetes only
+
+    for host in inv.hosts:
+        node = None
+        if kube is not None and kubenodes.get_node(kube, host.node_name).exists:
+            node = host.node_name
+        ro.hosts[host.name] = HostRecord(host.name, host.group, node, host.driver_version)
+
+
+def _preflight(inv: inventory.Inventory, request: UpdateRequest, say: common.Say) -> None:
+    probe = common.probe(
+        inv.hosts, check_runs="nvidia_driver" in request.change, parallel=request.forks
+    )
+    down = [h for h in inv.names() if not probe.reachable[h]]
+    if down:
+        first = inv.names()[0]
+        what = f"canary candidate {first}" if first in down else "host(s)"
+        raise Unreachable(
+            f"pre-flight: {what} unreachable over ssh: "
+            + "; ".join(f"{h}: {probe.reasons[h]}" for h in down[:5]),
+            hint="nothing was changed; bring the host(s) back or --limit them out",
+        )
+    for url, hosts in probe.missing_runs.items():
+        host = inv.host(hosts[0])
+        raise InvalidInput(
+            f"driver {host.driver_version} (group {host.group}) is not in the repository: "
+            f"{url} cannot be fetched from {hosts[0]}",
+            hint="put the .run into the local repository or fix gpu_nodes_driver_version; "
+            "nothing was changed",
+            field="inventory",
+        )
+    say(f"[gpuops] pre-flight: {len(inv.hosts)} host(s) reachable ({probe.elapsed_s}s)")
+
+
+def _plan(
+    ro: Rollout,
+    inv: inventory.Inventory,
+    request: UpdateRequest,
+    folder: Path,
+    say: common.Say,
+) -> None:
+    """Check mode on every host: those that would change are the rollout's hosts."""
+    run = ansible.run_playbook(
+        PLAYBOOK,
+        inv.path,
+        inv.names(),
+        data_dir=folder / "ansible",
+        ident="plan",
+        extravars={"update_gpu_nodes_roles": list(request.change)},
+        check=True,
+        forks=request.forks,
+    )
+    ro.artifacts["plan"] = run.artifacts
+    pending = []
+    for name in inv.names():
+        hr, rec = run.hosts[name], ro.hosts[name]
+        rec.planned_changes = hr.changed_tasks
+        ro.diffs[name] = hr.diffs
+        if hr.status in ("failed", "unreachable") or (run.rc != 0 and not hr.ok):
+            rec.status = rollout.FAILED
+            rec.failed_task = hr.failed_task
+            rec.reason = f"plan (check mode): {hr.failed_task}: {hr.message}".strip()
+        elif hr.changed:
+            pending.append(name)
+    ro.batches = [
+        BatchRecord(b.index, b.kind, list(b.hosts)) for b in rollout.plan(pending, ro.policy)
+    ]
+    for b in ro.batches:
+        for h in b.hosts:
+            ro.hosts[h].batch = b.index
+            ro.hosts[h].status = rollout.PLANNED if request.check else rollout.NOT_STARTED
+    say(
+        f"[gpuops] plan: {len(inv.hosts)} host(s), {len(pending)} to change in "
+        f"{len(ro.batches)} batch(es): "
+        + "; ".join(f"{b.kind} {b.index}: {' '.join(b.hosts)}" for b in ro.batches)
+        + (f"; failed in check mode: {' '.join(ro.failed)}" if ro.failed else "")
+    )
+    if ro.failed:
+        ro.stopped = "the plan (check mode) failed on " + ", ".join(ro.failed)
+
+
+def _run(
+    ro: Rollout,
+    inv: inventory.Inventory,
+    request: UpdateRequest,
+    guard: Guard | None,
+    folder: Path,
+    say: common.Say,
+) -> None:
+    failed = 0
+    total = len(ro.batches)
+    for b in ro.batches:
+        tag = (
+            f"[{b.kind} {b.index + 1}/{total}]"
+            if b.kind == rollout.CANARY
+            else (f"[batch {b.index + 1}/{total}]")
+        )
+        if ro.stopped:
+            for h in b.hosts:
+                ro.hosts[h].reason = f"not started: {ro.stopped}"
+            continue
+        b.started_at = common.now()
+        t0 = time.monotonic()
+        records = [ro.hosts[h] for h in b.hosts]
+        if guard is not None and any(r.node for r in records):
+            verdict = guard.headroom(records)
+            b.headroom = verdict.to_dict()
+            say(f"{tag} headroom: {verdict.message}")
+            if not verdict.fits:
+                b.status, ro.refused = "refused", True
+                ro.stopped = f"headroom gate refused batch {b.index}: {verdict.message}"
+                for r in records:
+                    r.reason = f"not started: {ro.stopped}"
+                continue
+        ready = guard.prepare(records) if guard is not None else records
+        b.phases_s["kubernetes_before"] = round(time.monotonic() - t0, 3)
+        for r in ready:
+            r.started_at = common.now()
+        if ready:
+            t1 = time.monotonic()
+            run = ansible.run_playbook(
+                PLAYBOOK,
+                inv.path,
+                [r.host for r in ready],
+                data_dir=folder / "ansible",
+                ident=f"batch-{b.index:02d}",
+                extravars={"update_gpu_nodes_roles": list(request.change)},
+                forks=request.forks,
+                progress=_progress(tag, say),
+            )
+            b.ansible = {
+                "ident": run.ident,
+                "rc": run.rc,
+                "status": run.status,
+                "artifacts": run.artifacts,
+                "elapsed_s": run.elapsed_s,
+            }
+            b.phases_s["ansible"] = round(time.monotonic() - t1, 3)
+            t2 = time.monotonic()
+            for r in ready:
+                _after(r, run.hosts[r.host], run.rc, guard, run.elapsed_s)
+                say(f"{tag} {r.host}: {r.status}" + (f": {r.reason}" if r.reason else ""))
+            b.phases_s["kubernetes_after"] = round(time.monotonic() - t2, 3)
+        failed += sum(1 for r in records if r.status == rollout.FAILED)
+        b.status = "failed" if any(r.status == rollout.FAILED for r in records) else "done"
+        b.finished_at, b.elapsed_s = common.now(), round(time.monotonic() - t0, 3)
+        if rollout.over_budget(failed, ro.policy):
+            ro.stopped = (
+                f"{failed} host(s) failed, over the failure budget of {ro.policy.failure_budget}"
+            )
+            say(f"{tag} stopping: {ro.stopped}")
+
+
+def _progress(tag: str, say: common.Say) -> ansible.Progress:
+    def report(host: str, status: str, task: str, seconds: float | None) -> None:
+        say(f"{tag} {host}: {status} {task}" + (f" ({seconds:.1f}s)" if seconds else ""))
+
+    return report
+
+
+def _after(
+    r: HostRecord, hr: ansible.HostRun, rc: int, guard: Guard | None, elapsed: float
+) -> None:
+    r.changed_tasks = hr.changed_tasks
+    r.phases_s["change"] = round(sum(hr.task_seconds.values()), 3) or elapsed
+    slow = sorted(hr.task_seconds.items(), key=lambda kv: -kv[1])[:5]
+    r.slowest_tasks_s = dict(slow)
+    r.finished_at = common.now()
+    if hr.status in ("failed", "unreachable") or (rc != 0 and not hr.ok):
+        r.status, r.failed_task = rollout.FAILED, hr.failed_task
+        r.reason = f"{hr.status}: {hr.failed_task}: {hr.message}".strip(": ") or (
+            f"no result (ansible-playbook exited {rc})"
+        )
+        return
+    r.status = rollout.CHANGED if hr.changed else rollout.UNCHANGED
+    if guard is not None:
+        guard.release(r)
+
+
+def _verdict(ro: Rollout) -> GpuOpsError | None:
+    if ro.refused:
+        return GateRefused(
+            f"rollout stopped: {ro.stopped}",
+            hint="free GPUs or lower --reserve, then run again: it resumes",
+        )
+    if ro.failed:
+        not_started = ro.with_status(rollout.NOT_STARTED)
+        return OperationFailed(
+            f"{len(ro.failed)} host(s) failed: {', '.join(ro.failed)}"
+            + (f"; {len(not_started)} never started" if not_started else "")
+            + (f" ({ro.stopped})" if ro.stopped else ""),
+            hint="failed hosts stay cordoned; fix them and run again: it resumes "
+            f"(artifacts: {ro.artifacts.get('folder')})",
+        )
+    return None

@@ -1,0 +1,168 @@
+package org.gpuops
+
+import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertFalse
+import static org.junit.Assert.assertTrue
+
+import org.junit.Test
+
+/** updateGpuNodes: the call inside a lock per inventory, the SSH key as environment only, reports published. */
+class UpdateGpuNodesTest extends GpuOpsPipelineTest {
+
+    static final List<String> WORDS = ['nodes', 'update']
+    static final String KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAsecretKEYmaterial\n' +
+        '-----END OPENSSH PRIVATE KEY-----\n'
+    static final Map DONE = [changed: ['gpu-h800-01', 'gpu-h800-02'], failed: [], not_started: []]
+    static final Map FAILED_RESULT = [changed: [], failed: ['gpu-h800-01'], not_started: ['gpu-h800-02']]
+    static final Map FAILURE = [
+        message : '1 host(s) failed: gpu-h800-01; 1 never started (1 host(s) failed, over the failure budget of 0)',
+        category: 'failed',
+        hint    : 'failed hosts stay cordoned; fix them and run again: it resumes',
+    ]
+
+    @Test
+    void runsTheCliInsideALockPerInventoryAndPublishesTheReports() {
+        cliSucceeds(WORDS, DONE)
+        env.BUILD_NUMBER = '42'
+
+        Object result = runStep('updateGpuNodes', [inventory: 'ansible/inventory/production', limit: 'gpu_h800',
+                                                   canary: 1, batchSize: '25%'])
+
+        assertEquals(DONE, result)
+        assertEquals(['gpuops-inventory:ansible/inventory/production'], lockedResources)
+        Map call = commandCalls().first()
+        assertEquals("'gpuops' 'nodes' 'update'", call.script)
+        assertEquals('gpuops-inventory:ansible/inventory/production', call.lock)
+        assertEquals([inventory: 'ansible/inventory/production', limit: 'gpu_h800', canary: 1, batch_size: '25%',
+                      artifacts_dir: 'gpuops-artifacts/updateGpuNodes-42'], paramsOfLastCall())
+        assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-42/**', allowEmptyArchive: true]], archived)
+        assertEquals([[testResults: 'gpuops-artifacts/updateGpuNodes-42/*-junit.xml', allowEmptyResults: true]],
+            junitReports)
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void theNodeUpdatePageIsPublishedOnTheBuildPageAlsoWhenHostsFailed() {
+        env.BUILD_NUMBER = '43'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/updateGpuNodes-43/node-update.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'nodes update', error: FAILURE + [exit_code: 1], result: FAILED_RESULT]))
+            return 1
+        }
+
+        runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertEquals([[reportDir: 'gpuops-artifacts/updateGpuNodes-43', reportFiles: 'node-update.html',
+                       reportName: 'GPU node update', keepAll: true, alwaysLinkToLastBuild: false,
+                       allowMissing: true]], published)
+        assertEquals('the folder is archived once', 1, archived.size())
+        assertJobStatusUnstable()
+    }
+
+    @Test
+    void withoutTheHtmlPublisherPluginTheNodeUpdatePageIsStillArchived() {
+        htmlPublisher = false
+        env.BUILD_NUMBER = '44'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/updateGpuNodes-44/node-update.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_RESULT_FILE, groovy.json.JsonOutput.toJson([ok: true, result: DONE]))
+            return 0
+        }
+
+        runStep('updateGpuNodes', [inventory: 'inv'])
+
+        assertTrue(published.isEmpty())
+        assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-44/**', allowEmptyArchive: true]], archived)
+        String page = 'gpuops-artifacts/updateGpuNodes-44/node-update.html'
+        assertTrue(echoed.toString(), echoed.any { it.contains("archived as ${page}") })
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void theSshKeyReachesTheCliOnlyAsEnvironment() {
+        credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']
+        credentialStore.kube = [content: 'apiVersion: v1\nusers: [{user: {token: kube-secret-token}}]']
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', sshCredentialsId: 'ansible-key', kubeconfigCredentialsId: 'kube'])
+
+        Map call = commandCalls().first()
+        assertEquals([['GPUOPS_SSH_KEY_FILE', 'GPUOPS_SSH_USER', 'KUBECONFIG']], boundVariables)
+        assertEquals(KEY, files.get(call.env.GPUOPS_SSH_KEY_FILE))
+        assertEquals('ops', call.env.GPUOPS_SSH_USER)
+        assertNoCallCarries('secretKEYmaterial')
+        assertNoCallCarries('kube-secret-token')
+        files.findAll { path, text -> path != call.env.GPUOPS_SSH_KEY_FILE }.each { path, text ->
+            assertFalse("${path} carries the key", text.contains('secretKEYmaterial'))
+        }
+        shCalls.each { Map sh -> assertFalse(sh.script.contains('BEGIN OPENSSH')) }
+    }
+
+    @Test
+    void failedHostsFailTheBuildAfterTheReportsArePublished() {
+        cliFails(WORDS, 1, FAILURE, [result: FAILED_RESULT])
+
+        String message = runStepExpectingError('updateGpuNodes', [inventory: 'inv'])
+
+        assertTrue(message, message.startsWith('[updateGpuNodes] 1 host(s) failed: gpu-h800-01; 1 never started'))
+        assertTrue(message, message.endsWith('Hint: failed hosts stay cordoned; fix them and run again: it resumes'))
+        assertEquals(1, archived.size())
+        assertEquals(1, junitReports.size())
+        assertJobStatusFailure()
+    }
+
+    @Test
+    void failedHostsMarkTheBuildUnstableWhenAskedAndReturnTheResult() {
+        cliFails(WORDS, 1, FAILURE, [result: FAILED_RESULT])
+
+        Object result = runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable', artifactsDir: 'out/u'])
+
+        assertEquals(FAILED_RESULT, result)
+        assertEquals(1, unstableMessages.size())
+        assertEquals([[testResults: 'out/u/*-junit.xml', allowEmptyResults: true]], junitReports)
+        assertJobStatusUnstable()
+    }
+
+    @Test
+    void aRefusedBatchIsAFailureByPolicyToo() {
+        cliFails(WORDS, 3, [message: 'rollout stopped: headroom gate refused batch 0', category: 'gate-refused'],
+            [result: FAILED_RESULT])
+
+        Object result = runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertEquals(FAILED_RESULT, result)
+        assertEquals(['[updateGpuNodes] rollout stopped: headroom gate refused batch 0 (gate-refused)'],
+            unstableMessages)
+    }
+
+    @Test
+    void badInputFailsEvenWhenFailuresAreOnlyUnstable() {
+        cliFails(WORDS, 2, [message: 'inventory inv: group gpu_a100 (host gpu-a100-01) has no driver version',
+                            category: 'invalid-input', field: 'inventory'])
+
+        String message = runStepExpectingError('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertTrue(message, message.startsWith('[updateGpuNodes] inventory: inventory inv: group gpu_a100'))
+        assertTrue(unstableMessages.isEmpty())
+    }
+
+    @Test
+    void badParametersAreRejectedBeforeTheCliRuns() {
+        Map<Map, String> cases = [
+            ([:])                                   : "parameter 'inventory' is required",
+            ([inventory: 'inv', onFailure: 'ignore']): "parameter 'onFailure' must be one of 'fail', 'unstable'",
+            ([inventory: 'inv', sshKey: KEY])        : 'unknown parameter(s) sshKey',
+        ]
+        cases.each { Map config, String expected ->
+            String message = runStepExpectingError('updateGpuNodes', config)
+            assertTrue("${config}: ${message}", message.startsWith("[updateGpuNodes] ${expected}"))
+        }
+        assertTrue(shCalls.isEmpty())
+        assertTrue(lockedResources.isEmpty())
+        helper.callStack.findAll { it.methodName == 'error' }.each { call ->
+            assertFalse('a key given as a plain parameter is not echoed', call.argsToString().contains('secretKEY'))
+        }
+    }
+
+}

@@ -1,0 +1,157 @@
+"""The GPU node pages (issue 12 for issue 9's commands), from real ``gpuops nodes inspect`` and
+``gpuops nodes update --check`` runs on the lab fleet, opened in headless Chromium under
+Jenkins' default CSP.
+
+Checked as a person sees them: no console errors, no CSP violations, nothing fetched from
+outside the folder, the key facts in the DOM equal to the JSON result, a screenshot kept in
+reports/screenshots/. A failed rollout with hostile strings is rendered from the same records
+the use case writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from integration.browser import open_page
+from integration.conftest_nodes import NodesLab
+
+from gpuops.core import rollout
+from gpuops.render.html import nodes as pages
+from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
+from gpuops_lab import fleet as labfleet
+from gpuops_lab import hoststate
+
+pytestmark = pytest.mark.timeout(900)
+FAULTY = "gpu-a100-03"
+
+
+def test_fleet_health_page_shows_the_faulty_host_and_its_xid(
+    nodes_lab: NodesLab, tmp_path: Path
+) -> None:
+    hoststate.inject_xid(nodes_lab.lab, FAULTY, 5, 79, "GPU has fallen off the bus.")
+    out = tmp_path / "report"
+    try:
+        run = nodes_lab.gpuops(
+            "nodes",
+            "inspect",
+            "-i",
+            nodes_lab.fleet.facts["inventory"],
+            "--report-dir",
+            str(out),
+            tmp=tmp_path,
+        )
+    finally:
+        labfleet.restart(nodes_lab.lab, FAULTY)  # a reboot clears the kernel log
+    assert run.rc == 3, run.stderr
+    result = run.result
+    assert result["report"]["status"] == "written", result["report"]
+    assert {Path(f).name for f in result["report"]["files"]} == {"fleet.html", "report.css"}
+    assert {p.name for p in out.iterdir()} >= {"fleet.html", "inspect.json", "inspect-junit.xml"}
+
+    seen = open_page(out, "fleet.html", "fleet-lab-critical")
+    seen.assert_clean()
+    assert seen.one("status") == result["status"] == "critical"
+    for key in ("ok", "warning", "critical", "unreachable"):
+        assert seen.one(key) == str(result["summary"][key]), key
+    assert seen.one("hosts_total") == str(result["hosts_total"]) == "6"
+    # every host listed, the faulty one first; the statuses are the result's
+    by_host = {h["host"]: h["status"] for h in result["hosts"]}
+    assert seen.data["host"][0] == FAULTY
+    assert sorted(seen.data["host"]) == sorted(by_host)
+    assert dict(zip(seen.data["host"], seen.data["host-status"], strict=True)) == by_host
+    # per group: hosts and critical counts
+    groups = sorted({h["group"] for h in result["hosts"]})
+    assert seen.data["group"] == groups
+    assert seen.data["group-hosts"] == [
+        str(sum(1 for h in result["hosts"] if h["group"] == g)) for g in groups
+    ]
+    assert seen.data["group-critical"] == [
+        str(sum(1 for h in result["hosts"] if h["group"] == g and h["status"] == "critical"))
+        for g in groups
+    ]
+    # the Xid, on the faulty host only
+    assert seen.data["xid-host"] == [FAULTY]
+    assert seen.data["xid"] == ["79"]
+
+
+def test_node_update_page_of_a_check_run_shows_the_plan(
+    nodes_lab: NodesLab, tmp_path: Path
+) -> None:
+    inventory = nodes_lab.inventory(tmp_path, gpu_h800="570.133.20")
+    folder = tmp_path / "update"
+    run = nodes_lab.gpuops(
+        "nodes",
+        "update",
+        "-i",
+        str(inventory),
+        "--limit",
+        "gpu_h800",
+        "--change",
+        "driver",
+        "--check",
+        "--artifacts-dir",
+        str(folder),
+        tmp=tmp_path,
+    )
+    assert run.rc == 0, run.stderr
+    result = run.result
+    assert result["report"]["status"] == "written", result["report"]
+    assert Path(result["report"]["page"]) == folder / "node-update.html"
+
+    seen = open_page(folder, "node-update.html", "node-update-lab-plan")
+    seen.assert_clean()
+    assert seen.one("verdict") == "plan"
+    assert seen.one("change") == "nvidia_driver"
+    assert seen.one("changed") == "0" and seen.one("failed") == "0"
+    by_host = {h["host"]: h["status"] for h in result["hosts"]}
+    assert by_host == {"gpu-h800-01": "planned", "gpu-h800-02": "planned"}
+    assert dict(zip(seen.data["host"], seen.data["host-status"], strict=True)) == by_host
+    assert seen.data["batch-kind"] == [b["kind"] for b in result["batches"]]
+    assert seen.data["batch-kind"][0] == rollout.CANARY
+
+
+def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows(
+    tmp_path: Path,
+) -> None:
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    ro = Rollout(
+        inventory=f"inv/{hostile}",
+        limit=None,
+        environment="test",
+        change=["nvidia_driver"],
+        policy=rollout.Policy(canary=1),
+        check=False,
+        kube="https://127.0.0.1:6443",
+        stopped=f"1 host(s) failed, over the failure budget of 0 {hostile}",
+    )
+    ro.hosts = {
+        "gpu-h800-01": HostRecord(
+            "gpu-h800-01",
+            "gpu_h800",
+            "gpu-h800-01",
+            batch=0,
+            status=rollout.FAILED,
+            reason=f"installer exited 1: {hostile}",
+            failed_task="nvidia_driver : Install the driver",
+            cordoned=True,
+        ),
+        "gpu-h800-02": HostRecord(
+            "gpu-h800-02", "gpu_h800", "gpu-h800-02", batch=1, status=rollout.NOT_STARTED
+        ),
+    }
+    ro.batches = [
+        BatchRecord(0, rollout.CANARY, ["gpu-h800-01"], status="failed", elapsed_s=12.5),
+        BatchRecord(1, rollout.BATCH, ["gpu-h800-02"]),
+    ]
+    pages.write_rollout(ro.to_dict(), tmp_path)
+    seen = open_page(tmp_path, "node-update.html", "node-update-failed")
+    seen.assert_clean()
+    assert seen.one("verdict") == "failed"
+    assert seen.one("failed") == "1" and seen.one("not-started") == "1"
+    assert seen.data["host"] == ["gpu-h800-01", "gpu-h800-02"]
+    assert seen.data["host-status"] == ["failed", "not-started"]
+    assert seen.data["batch-status"] == ["failed", "not-started"]
+    assert hostile in seen.one("message")  # shown as text, not run
+    html = (tmp_path / "node-update.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html

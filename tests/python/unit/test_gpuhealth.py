@@ -1,0 +1,238 @@
+"""Inspection parsing and judging (core.gpuparse, core.gpuhealth, core.xid) on the shapes the
+real tools print: the lab's nvidia-smi (itself checked against real samples in test_nvsmi),
+real Xid lines (leptonai/gpud's dmesg samples), /proc/net/dev and df -P."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuops.core import gpuhealth, gpuparse, xid
+from gpuops.core.gpuhealth import CRITICAL, OK, WARNING, Thresholds
+from gpuops.errors import InvalidInput
+from gpuops_lab import gpus, nvsmi
+from gpuops_lab.hoststate import xid_line
+from gpuops_lab.spec import GpuHost
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = (ROOT / "ansible/roles/gpu_inspect/files/gpu-inspect.sh").read_text()
+A100 = GpuHost("gpu-a100-01", "a100-80g", "535.161.08", "gpu_a100")
+FAULTY = GpuHost("gpu-a100-03", "a100-80g", "535.161.08", "gpu_a100", faulty=True)
+L40S = GpuHost("gpu-l40s-01", "l40s", "550.90.07", "gpu_l40s")
+NETDEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+  eth0: 9120334   60123    {rx}    {drop}    0     0          0         0  3303223   30123    0    0    0     0       0          0
+"""  # noqa: E501 - /proc/net/dev as the kernel writes it
+DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
+/dev/sda1        100000000  {used}  {avail}      70% /
+"""
+#: leptonai/gpud README: dmesg lines with Xid 13 and 109 (bus cb:00)
+GPUD_LINES = [
+    "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', "
+    "name=<unknown>, Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction "
+    "Parameter",
+    "[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, "
+    "name=pt_main_thread, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005",
+]
+#: NVIDIA/NVSentinel#155: a GPU fallen off the bus without an Xid, over three lines
+FALLEN = [
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "               NVRM: (PCI ID: 10de:26b5) installed in this system has",
+    "               NVRM: fallen off the bus and is not responding to commands.",
+]
+
+
+def query_fields() -> str:
+    return ",".join(
+        part
+        for line in SCRIPT.splitlines()
+        if (m := re.match(r"^Q=(?:\$Q,)?(\S+)$", line))
+        for part in [m.group(1)]
+    )
+
+
+def smi(state: dict[str, Any] | None, *args: str) -> tuple[str, int]:
+    return nvsmi.run(list(args), state, now=0.0)
+
+
+def output(
+    state: dict[str, Any] | None,
+    kernel: list[str] = (),  # type: ignore[assignment]
+    *,
+    rx_errors: int = 0,
+    free_pct: int = 30,
+) -> str:
+    """What gpu-inspect.sh prints for a host in ``state`` (lab nvidia-smi for the GPU parts)."""
+    sections = {
+        "gpus": smi(state, f"--query-gpu={query_fields()}", "--format=csv,nounits"),
+        "nvlink": smi(state, "nvlink", "-s"),
+        "nvlink_errors": smi(state, "nvlink", "-e"),
+        "version": smi(state, "--version"),
+        "kernel": ("".join(line + "\n" for line in kernel), 0),
+        "netdev": (NETDEV.format(rx=rx_errors, drop=0), 0),
+        "disk": (DF.format(used=100000000 - free_pct * 1000000, avail=free_pct * 1000000), 0),
+    }
+    text = "".join(f"@@gpuops {n} rc={rc}\n{body}" for n, (body, rc) in sections.items())
+    return text + "@@gpuops end\n"
+
+
+def evaluate(text: str, expected: int = 8, t: Thresholds | None = None) -> gpuhealth.HostHealth:
+    return gpuhealth.evaluate("h", gpuparse.split_sections(text), expected, t or Thresholds())
+
+
+def test_healthy_host_reads_every_gpu_and_has_no_finding() -> None:
+    h = evaluate(output(gpus.host_state(A100)))
+    assert h.status == OK and h.findings == []
+    assert (h.driver, h.cuda, len(h.gpus)) == ("535.161.08", "12.2", 8)
+    g = h.gpus[0]
+    assert g["name"] == "NVIDIA A100-SXM4-80GB" and g["memory_total_mib"] == 81920
+    assert g["nvlink"]["links"] == 12 and g["nvlink"]["inactive"] == []
+    assert g["fan_pct"] is None  # SXM cards: [N/A]
+    assert h.nics == [
+        {"name": "eth0", "rx_errors": 0, "rx_dropped": 0, "tx_errors": 0, "tx_dropped": 0}
+    ]
+    assert h.disks[0]["mount"] == "/" and h.disks[0]["free_pct"] == 30.0
+
+
+def test_faulty_card_is_critical_on_that_gpu_only() -> None:
+    h = evaluate(output(gpus.host_state(FAULTY)))
+    assert h.status == CRITICAL
+    assert {f.gpu for f in h.findings} == {5}
+    checks = {f.check: f.severity for f in h.findings}
+    assert checks["temperature"] == CRITICAL and checks["ecc-uncorrected"] == CRITICAL
+    assert checks["remapped-rows-pending"] == WARNING and checks["throttled"] == WARNING
+    assert h.gpus[5]["worst"] == CRITICAL and h.gpus[4]["worst"] == OK
+
+
+def test_thresholds_per_group_change_the_verdict() -> None:
+    lenient = Thresholds.from_mapping(
+        {
+            "temperature_warning_c": 95,
+            "temperature_critical_c": 99,
+            "ecc_uncorrected_volatile_critical": 10,
+            "ecc_uncorrected_aggregate_warning": 10,
+            "remapped_rows_uncorrectable_warning": 10,
+        },
+        "test",
+    )
+    h = evaluate(output(gpus.host_state(FAULTY)), t=lenient)
+    assert h.status == WARNING  # the pending remap and the throttling remain
+    assert {f.check for f in h.findings} == {"remapped-rows-pending", "throttled"}
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"temperature_warn": 80}, "unknown threshold(s) temperature_warn"),
+        ({"temperature_warning_c": "80"}, "must be a whole number"),
+        ({"temperature_warning_c": True}, "must be a whole number"),
+        ({"temperature_warning_c": 95}, "temperature_critical_c is below"),
+        ({"xid_ignore": ["13"]}, "xid_ignore must be a list of Xid numbers"),
+        ([1, 2], "must be a mapping"),
+    ],
+)
+def test_bad_thresholds_are_input_errors_naming_the_host(values: Any, says: str) -> None:
+    with pytest.raises(InvalidInput, match=re.escape(says)) as err:
+        Thresholds.from_mapping(values, "inventory host gpu-l40s-01")
+    assert err.value.message.startswith("inventory host gpu-l40s-01")
+
+
+def test_xid_is_tied_to_its_gpu_with_meaning_and_action() -> None:
+    state = gpus.host_state(A100)
+    line = "[ 1234.500000] " + xid_line(
+        state["gpus"][3]["pci_bus_id"],
+        48,
+        "An uncorrectable double bit error (DBE) has been detected",
+    )
+    h = evaluate(output(state, [line]))
+    assert h.status == CRITICAL
+    (f,) = h.findings
+    assert (f.check, f.gpu, f.value) == ("xid-48", 3, 48)
+    assert "Double-bit ECC error" in f.message and "reset-gpu" in f.message
+    assert h.gpus[3]["xids"][0]["needs_reset"] is True
+    assert h.xids[0]["bus"] == "0000:4e:00"
+
+
+def test_real_xid_lines_parse() -> None:
+    events = xid.parse(GPUD_LINES + FALLEN)
+    assert [(e.xid, e.bus) for e in events] == [
+        (13, "0000:cb:00"),
+        (109, "0000:cb:00"),
+        (79, "0000:b3:00"),
+    ]
+    assert events[0].detail.startswith("Graphics SM Warp Exception")
+    assert events[1].detail.startswith("Ch 00000008, errorString CTX SWITCH TIMEOUT")
+    assert xid.info(13).action == xid.NONE and xid.info(79).severity == xid.CRITICAL
+    assert xid.info(999).name == "Xid 999" and xid.info(999).severity == xid.WARNING
+
+
+def test_ignored_xids_make_no_finding() -> None:
+    state = gpus.host_state(A100)
+    line = xid_line(state["gpus"][0]["pci_bus_id"], 13, "Graphics SM Warp Exception")
+    assert evaluate(output(state, [line])).status == WARNING
+    quiet = Thresholds.from_mapping({"xid_ignore": [13]}, "test")
+    assert evaluate(output(state, [line]), t=quiet).status == OK
+
+
+def test_nvidia_smi_failures_are_classified() -> None:
+    pending = {**gpus.host_state(A100), "driver": "550.90.07", "loaded_driver": "535.161.08"}
+    h = evaluate(output(pending))
+    assert h.nvidia_smi["failure"] == "reboot-pending" and h.nvidia_smi["rc"] == 18
+    assert "Driver/library version mismatch" in h.findings[0].message
+    assert h.gpus == [] and h.status == CRITICAL
+    h = evaluate(output(None))
+    assert h.nvidia_smi["failure"] == "driver-not-loaded" and h.status == CRITICAL
+    assert [f.check for f in h.findings] == ["driver-not-loaded"]  # no "gpu missing" on top
+
+
+def test_lost_gpu_and_missing_gpu() -> None:
+    state = gpus.host_state(A100)
+    state["gpus"][2]["lost"] = True
+    h = evaluate(output(state))
+    assert h.nvidia_smi["failure"] == "gpu-lost"
+    lost = [g for g in h.gpus if g["lost"]]
+    assert len(lost) == 1 and lost[0]["bus_id"] == "0000:47:00.0"
+    assert [f.check for f in h.findings] == ["gpu-lost"]
+    state = gpus.host_state(A100)
+    del state["gpus"][7]
+    h = evaluate(output(state))
+    assert [(f.check, f.value, f.limit) for f in h.findings] == [("gpu-missing", 7, 8)]
+
+
+def test_nvlink_inactive_is_critical_and_errors_warn() -> None:
+    state = gpus.host_state(A100)
+    state["gpus"][1]["nvlink_inactive"] = [3, 5]
+    state["gpus"][6]["nvlink_errors"] = {"2": {"replay": 0, "recovery": 2, "crc": 17}}
+    h = evaluate(output(state))
+    checks = {(f.check, f.gpu, f.severity) for f in h.findings}
+    assert checks == {("nvlink-inactive", 1, CRITICAL), ("nvlink-errors", 6, WARNING)}
+    assert h.gpus[1]["nvlink"]["inactive"] == [3, 5]
+    l40s = evaluate(output(gpus.host_state(L40S)))
+    assert l40s.status == OK and l40s.gpus[0]["nvlink"]["supported"] is False
+
+
+def test_nic_errors_and_disk_free() -> None:
+    h = evaluate(output(gpus.host_state(A100), rx_errors=5000, free_pct=10))
+    assert {(f.check, f.severity) for f in h.findings} == {
+        ("nic-errors", WARNING),
+        ("disk-free", WARNING),
+    }
+    h = evaluate(output(gpus.host_state(A100), free_pct=3))
+    assert [(f.check, f.severity, f.value) for f in h.findings] == [("disk-free", CRITICAL, 3.0)]
+
+
+def test_truncated_output_is_a_parse_error() -> None:
+    text = output(gpus.host_state(A100))
+    with pytest.raises(gpuparse.ParseError, match="no end marker"):
+        gpuparse.split_sections(text.replace("@@gpuops end\n", ""))
+    with pytest.raises(gpuparse.ParseError, match="sections nvlink, nvlink_errors, version"):
+        gpuparse.split_sections("@@gpuops gpus rc=0\n@@gpuops end\n")
+
+
+def test_bus_key_matches_the_kernel_log_form() -> None:
+    assert xid.bus_key("00000000:CB:00.0") == "0000:cb:00"
+    assert xid.bus_key("0000:b3:00.0") == "0000:b3:00"

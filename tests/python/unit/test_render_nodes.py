@@ -1,0 +1,100 @@
+"""The GPU node pages' contexts (pure): what the fleet health and node update pages say for
+a result, and that other documents are refused as input (exit 2), never half-rendered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuops.core import rollout
+from gpuops.errors import InvalidInput
+from gpuops.render.html import nodes as pages
+from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
+
+
+def _inspect(*hosts: dict[str, Any]) -> dict[str, Any]:
+    summary = {s: sum(1 for h in hosts if h["status"] == s) for s in pages._STATUS_ORDER}
+    worst = "critical" if summary["critical"] else "ok"
+    return {
+        "inventory": "inv/hosts.yml",
+        "status": worst,
+        "summary": summary,
+        "hosts_total": len(hosts),
+        "hosts": list(hosts),
+    }
+
+
+def _host(name: str, group: str, status: str, **extra: Any) -> dict[str, Any]:
+    return {"host": name, "group": group, "status": status, **extra}
+
+
+def test_fleet_lists_the_worst_hosts_first_and_counts_per_group() -> None:
+    result = _inspect(
+        _host("a1", "gpu_a100", "ok", gpus=[{"temperature_c": 41}, {"temperature_c": 57}]),
+        _host("a2", "gpu_a100", "critical", xids=[{"xid": 79, "needs_reset": True}]),
+        _host("h1", "gpu_h800", "unreachable"),
+        _host("h2", "gpu_h800", "warning"),
+    )
+    ctx = pages.fleet_context(result)
+    assert [h["host"] for h in ctx["hosts"]] == ["a2", "h1", "h2", "a1"]
+    assert ctx["hosts"][3]["temp"] == "57"
+    groups = {g["name"]: g for g in ctx["groups"]}
+    assert (groups["gpu_a100"]["hosts"], groups["gpu_a100"]["critical"]) == (2, 1)
+    assert (groups["gpu_h800"]["unreachable"], groups["gpu_h800"]["warning"]) == (1, 1)
+    assert [(x["host"], x["xid"], x["needs_reset"]) for x in ctx["xids"]] == [("a2", "79", True)]
+    assert ctx["verdict_class"] == "bad"
+
+
+def test_a_large_fleet_lists_a_capped_number_of_hosts() -> None:
+    many = [_host(f"n{i:04d}", "g", "ok") for i in range(pages.HOSTS_LISTED + 7)]
+    ctx = pages.fleet_context(_inspect(*many))
+    assert len(ctx["hosts"]) == pages.HOSTS_LISTED and ctx["hosts_more"] == 7
+
+
+def _rollout(**kw: Any) -> Rollout:
+    ro = Rollout("inv", None, "test", ["nvidia_driver"], rollout.Policy(), False, None, **kw)
+    ro.hosts = {
+        "b": HostRecord("b", "g", None, batch=1, status=rollout.CHANGED, changed_tasks=["x"]),
+        "a": HostRecord("a", "g", None, batch=0, status=rollout.FAILED, reason="boom"),
+        "c": HostRecord("c", "g", None, batch=2, status=rollout.NOT_STARTED),
+    }
+    ro.batches = [BatchRecord(0, rollout.CANARY, ["a"], status="failed")]
+    return ro
+
+
+@pytest.mark.parametrize(
+    ("changes", "verdict"),
+    [
+        ({}, "failed"),
+        ({"refused": True}, "refused"),
+        ({"check": True}, "plan"),
+    ],
+)
+def test_the_rollout_verdict(changes: dict[str, Any], verdict: str) -> None:
+    doc = {**_rollout().to_dict(), **changes}
+    assert pages.rollout_context(doc)["verdict"] == verdict
+
+
+def test_a_rollout_without_failures_is_done_and_hosts_are_ordered_failed_first() -> None:
+    doc = _rollout().to_dict()
+    assert [h["host"] for h in pages.rollout_context(doc)["hosts"]] == ["a", "c", "b"]
+    doc["summary"]["failed"] = 0
+    assert pages.rollout_context(doc)["verdict"] == "done"
+    assert pages.rollout_context({**doc, "stopped": "why"})["verdict"] == "stopped"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"verdict": "fits", "classes": []},  # a headroom result
+        {"inventory": "x", "status": "ok", "summary": {}, "hosts_total": 1, "hosts": "h"},
+        {"inventory": "x", "status": "ok", "summary": {}, "hosts_total": 1, "hosts": [1]},
+    ],
+)
+def test_other_documents_are_refused_as_input(doc: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput) as err:
+        pages.fleet_context(doc)
+    assert err.value.field == "input"
+    with pytest.raises(InvalidInput):
+        pages.rollout_context(doc)

@@ -1,0 +1,81 @@
+"""Rollout planning (canary, batches, failure budget) and the batch headroom gate (core)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuops.core import rollout
+from gpuops.core.kubemodel import Node, Pod
+from gpuops.core.rollout import BatchSize, Policy, parse_batch_size
+from gpuops.errors import InvalidInput
+
+HOSTS = [f"h{i:02d}" for i in range(10)]
+
+
+def test_canary_then_batches_by_count_and_percentage() -> None:
+    p = Policy(canary=1, batch_size=BatchSize(4), failure_budget=0)
+    assert [(b.kind, list(b.hosts)) for b in rollout.plan(HOSTS, p)] == [
+        ("canary", ["h00"]),
+        ("batch", ["h01", "h02", "h03", "h04"]),
+        ("batch", ["h05", "h06", "h07", "h08"]),
+        ("batch", ["h09"]),
+    ]
+    p = Policy(canary=2, batch_size=parse_batch_size("20%"))
+    assert [len(b.hosts) for b in rollout.plan(HOSTS, p)] == [2, 2, 2, 2, 2]
+    assert [b.index for b in rollout.plan(HOSTS, p)] == [0, 1, 2, 3, 4]
+    assert [b.kind for b in rollout.plan(HOSTS, Policy(canary=0, batch_size=BatchSize(5)))] == [
+        "batch",
+        "batch",
+    ]
+    assert rollout.plan([], p) == []
+
+
+@given(
+    st.lists(st.text("abc", min_size=1, max_size=4), unique=True, max_size=40),
+    st.integers(0, 5),
+    st.integers(1, 100),
+    st.booleans(),
+)
+def test_every_host_is_planned_once_in_order(
+    hosts: list[str], canary: int, size: int, percent: bool
+) -> None:
+    plan = rollout.plan(hosts, Policy(canary, BatchSize(size, percent)))
+    assert [h for b in plan for h in b.hosts] == hosts
+    assert all(b.hosts for b in plan)
+
+
+@pytest.mark.parametrize("text", ["0", "0%", "101%", "-1", "five", "5.5", "", "1e3"])
+def test_bad_batch_sizes(text: str) -> None:
+    with pytest.raises(InvalidInput, match="batch size"):
+        parse_batch_size(text)
+
+
+def test_budget() -> None:
+    p = Policy(failure_budget=1)
+    assert not rollout.over_budget(1, p) and rollout.over_budget(2, p)
+    assert rollout.over_budget(1, Policy())
+
+
+def _node(name: str, gpus: int = 8, cls: str = "h800") -> Node:
+    return Node(name, labels={"accelerator": cls}, allocatable={"nvidia.com/gpu": gpus})
+
+
+def _pod(name: str, node: str, gpus: int) -> Pod:
+    return Pod("ml", name, node_name=node, phase="Running", requests={"nvidia.com/gpu": gpus})
+
+
+def test_batch_headroom_honours_the_reserve_and_pods_to_move() -> None:
+    nodes = [_node(f"n{i}") for i in range(4)]
+    pods = [_pod("a", "n0", 8), _pod("b", "n1", 4)]
+    # without n2: free = n1 4 + n3 8 = 12 (n0 full)
+    ok = rollout.batch_headroom(nodes, pods, ["n2"], reserve=12)
+    assert ok.fits and ok.gpus_removed == 8 and ok.gpus_to_move == 0 and ok.free_after == 12
+    refused = rollout.batch_headroom(nodes, pods, ["n2"], reserve=13)
+    assert not refused.fits and "reserve of 13" in refused.message
+    # without n1 (4 GPUs of pods to move): free = n2 8 + n3 8 = 16; 16 - 4 >= 12
+    assert rollout.batch_headroom(nodes, pods, ["n1"], reserve=12).fits
+    assert not rollout.batch_headroom(nodes, pods, ["n1"], reserve=13).fits
+    # nothing left to move to
+    assert not rollout.batch_headroom(nodes[:2], pods, ["n1"]).fits
