@@ -8,4 +8,5 @@ pytest_plugins = [
     "integration.conftest_registry",
     "integration.conftest_agent",
     "integration.conftest_kube",
+    "integration.conftest_release",
 ]

@@ -1,0 +1,122 @@
+"""Watching a rollout: poll the Deployments, their new ReplicaSets and pods; say what is
+happening as it happens; stop at the first sign of failure (:mod:`gpuops.core.rollout`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuops.adapters import kubeapps
+from gpuops.adapters.kube import KubeClient
+from gpuops.core import explain as explain_core
+from gpuops.core import rollout
+from gpuops.core.releaseconfig import RolloutPolicy
+from gpuops.core.rollout import Observation, Problem, Tracker
+from gpuops.errors import GpuOpsError, Unreachable
+
+Say = Callable[[str], None]
+#: Say the same progress line again after this long, so a quiet console shows it is alive.
+HEARTBEAT_S = 15.0
+
+
+@dataclass
+class WatchResult:
+    state: str  # complete | failed
+    seconds: float
+    problem: Problem | None = None
+    lines: list[str] = field(default_factory=list)
+    explanation: dict[str, Any] | None = None
+
+
+def observe(kube: KubeClient, namespace: str, name: str) -> Observation:
+    obj = kubeapps.get_deployment(kube, namespace, name)
+    state = kubeapps.deployment_state(obj)
+    pods: tuple[rollout.PodState, ...] = ()
+    if state.observed_generation >= state.generation:
+        rs = kubeapps.new_replicaset(kube, obj)
+        if rs is not None:
+            pods = tuple(kubeapps.pod_state(p) for p in kubeapps.pods_of_replicaset(kube, rs))
+    return Observation(state, pods)
+
+
+def watch(
+    kube: KubeClient,
+    namespace: str,
+    deployments: Sequence[str],
+    policy: RolloutPolicy,
+    *,
+    say: Say,
+    renew: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> WatchResult:
+    """Until every Deployment's rollout is complete or one fails. The API server may stop
+    answering for up to ``policy.unreachable_s`` (then :class:`Unreachable` is raised)."""
+    started = clock()
+    trackers = {name: Tracker(started=started) for name in deployments}
+    last: dict[str, tuple[str, float]] = {}
+    lines: list[str] = []
+    unreachable_since: float | None = None
+    while True:
+        now = clock()
+        try:
+            verdicts = [
+                rollout.assess(observe(kube, namespace, n), trackers[n], now, policy)
+                for n in deployments
+            ]
+        except Unreachable:
+            if unreachable_since is None:
+                unreachable_since = now
+                say(
+                    f"the Kubernetes API at {kube.server} is not answering; retrying for "
+                    f"{policy.unreachable_s}s"
+                )
+            if now - unreachable_since >= policy.unreachable_s:
+                raise
+            sleep(policy.poll_s)
+            continue
+        if unreachable_since is not None:
+            say(f"the Kubernetes API answers again after {now - unreachable_since:.0f}s")
+            unreachable_since = None
+        for name, verdict in zip(deployments, verdicts, strict=True):
+            said, at = last.get(name, ("", 0.0))
+            if verdict.line != said or now - at >= HEARTBEAT_S:
+                say(verdict.line)
+                lines.append(verdict.line)
+                last[name] = (verdict.line, now)
+        failed = next((v for v in verdicts if v.state == rollout.FAILED), None)
+        if failed is not None and failed.problem is not None:
+            return WatchResult(rollout.FAILED, round(clock() - started, 2), failed.problem, lines)
+        if all(v.state == rollout.COMPLETE for v in verdicts):
+            return WatchResult(rollout.COMPLETE, round(clock() - started, 2), None, lines)
+        renew()
+        sleep(policy.poll_s)
+
+
+def explain_unschedulable(
+    kube: KubeClient, namespace: str, problem: Problem, group_by: str
+) -> dict[str, Any] | None:
+    """``headroom explain`` for the first unschedulable pod: per node, in the scheduler's
+    words, beside the scheduler's own message. None when it cannot be had (the explanation
+    never changes the verdict)."""
+    if problem.kind != "unschedulable" or not problem.pods:
+        return None
+    try:
+        pod = kube.read_pod(namespace, problem.pods[0])
+        nodes, bound, _ = kube.list_nodes_and_bound_pods()
+    except GpuOpsError:
+        return None
+    result = explain_core.explain(pod.pod, nodes, bound, group_by)
+    if pod.scheduled_reason == "Unschedulable":
+        result.event_message = pod.scheduled_message
+    doc = result.to_dict()
+    blocked = [n for n in doc.pop("nodes") if not n["fits"]]
+    doc["nodes"] = [
+        {"name": n["name"], "node_class": n["node_class"], "why": n["failures"]}
+        for n in blocked[:20]
+    ]
+    agree = result.agrees_with(result.event_message) if result.event_message else None
+    doc["agrees_with_scheduler"] = agree
+    return doc
