@@ -9,7 +9,7 @@ import json
 import urllib.error
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from integration.conftest_registry import MANIFEST_TYPES, RegistryLab, pushed_di
 
 from gpuops.core.releasehistory import CHANGE_CAUSE, HISTORY_KEY, RELEASE_ANNOTATION
 from gpuops.errors import Unreachable
+from gpuops_lab import kube as labkube
 
 REPOSITORY_PATH = "ai/infer"
 #: The versions pushed once per session; the -labfault- tags make the lab's kwok stage a
@@ -246,6 +247,37 @@ class Target:
         wait_until(done, f"deployment {self.namespace}/{self.name} rolled out", timeout)
 
 
+def own_nodes(kube: KubeLab, node_class: str, count: int = 2, memory: str = "64Gi") -> list[str]:
+    """kwok H800 nodes of a class only this test uses (8 GPUs, ``memory`` each)."""
+    specs = [
+        replace(
+            labkube.gpu_node(
+                f"{node_class}-{i}", "h800", "550.90.07", labels={"accelerator": node_class}
+            ),
+            memory=memory,
+        )
+        for i in range(count)
+    ]
+    labkube.create_gpu_nodes(kube.api, specs)
+    return [s.name for s in specs]
+
+
+def fill_memory(kube: KubeLab, namespace: str, nodes: list[str], memory: str) -> None:
+    """Bind a pod asking for ``memory`` (no GPU) to each node: a data-loading job that leaves
+    the GPUs free but not the memory a new inference pod needs."""
+    for node in nodes:
+        body = labkube.pod_body(f"dataprep-{node}", namespace=namespace, node=node, memory=memory)
+        kube.core.create_namespaced_pod(namespace, body)
+    wait_until(
+        lambda: all(
+            p.status.phase == "Running"
+            for p in kube.core.list_namespaced_pod(namespace, label_selector="").items
+            if p.metadata.name.startswith("dataprep-")
+        ),
+        "dataprep pods running",
+    )
+
+
 def namespace(kube: KubeLab, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     kube.core.create_namespace({"metadata": {"name": name}})
@@ -266,9 +298,10 @@ def make_target(
     prefix: str,
     *,
     envs: Callable[[str, str, str], dict[str, dict[str, Any]]],
+    ns: str | None = None,
     **deploy: Any,
 ) -> Target:
-    ns = namespace(kube, prefix)
+    ns = ns or namespace(kube, prefix)
     name = "infer"
     kube.apps.create_namespaced_deployment(ns, deployment(name, images.ref("1.0.0"), **deploy))
     config = write_config(tmp / f"{ns}.yaml", envs(ns, name, images.repository))

@@ -175,3 +175,67 @@ def test_status_reads_what_runs(
     assert now.complete and now.deployments[0]["image"] == release_images.ref("1.2.0")
     assert now.registry_tag is not None and now.registry_tag["matches_current"] is True
     assert now.locks == [] and now.open == {}
+
+
+def test_a_model_release_changes_only_the_mounted_version_and_rolls_back(
+    kube_lab: KubeLab, registry_lab: RegistryLab, release_images: Images, tmp_path: Path
+) -> None:
+    """S-22: a new model version without a new image, through the same gates and history."""
+
+    def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
+        return {"staging": environment(ns, name, repo, model={"env": "MODEL_VERSION"})}
+
+    t = make_target(
+        kube_lab, release_images, tmp_path, "relm", envs=envs, env={"MODEL_VERSION": "v1"}
+    )
+    d = deps(kube_lab, registry_lab, t)
+    _, error = promote(t, d, "1.1.0")
+    assert error is None
+
+    out, error = promote(t, d, None, model="v2")
+
+    assert error is None, error
+    assert out.wanted is not None and (out.wanted.tag, out.wanted.model) == ("1.1.0", "v2")
+    container = t.deployment().spec.template.spec.containers[0]
+    assert {e.name: e.value for e in container.env} == {"MODEL_VERSION": "v2"}
+    assert container.image == release_images.ref("1.1.0"), "the image is not rebuilt or changed"
+    assert "model v2" in t.change_causes()[-1]
+    assert [(r["tag"], r["model"]) for r in t.history("staging")] == [
+        ("1.1.0", "v1"),
+        ("1.1.0", "v2"),
+    ]
+
+    back, error = releases.rollback(m.RollbackRequest(where(t), "previous"), d)
+    assert error is None and back.wanted is not None and back.wanted.model == "v1"
+    container = t.deployment().spec.template.spec.containers[0]
+    assert {e.name: e.value for e in container.env} == {"MODEL_VERSION": "v1"}
+
+
+def test_a_model_in_a_configmap_rolls_the_pods_and_is_restored_on_failure(
+    kube_lab: KubeLab, registry_lab: RegistryLab, release_images: Images, tmp_path: Path
+) -> None:
+    def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
+        mount = {"configmap": "model-config", "key": "version"}
+        return {"staging": environment(ns, name, repo, model=mount)}
+
+    t = make_target(kube_lab, release_images, tmp_path, "relc", envs=envs)
+    kube_lab.core.create_namespaced_config_map(
+        t.namespace,
+        {"metadata": {"name": "model-config"}, "data": {"version": "v1", "path": "/models"}},
+    )
+    d = deps(kube_lab, registry_lab, t)
+
+    out, error = promote(t, d, "1.1.0", model="v2")
+
+    assert error is None, error
+    cm = kube_lab.core.read_namespaced_config_map("model-config", t.namespace)
+    assert cm.data == {"version": "v2", "path": "/models"}
+    annotations = t.deployment().spec.template.metadata.annotations
+    assert annotations["gpuops.io/model-version"] == "v2", "the pods roll with the version"
+
+    out, error = promote(t, d, "2.0.0-labfault-crashloop", model="v3")
+
+    assert error is not None and out.state == "failed"
+    cm = kube_lab.core.read_namespaced_config_map("model-config", t.namespace)
+    assert cm.data == {"version": "v2", "path": "/models"}, "the model version is restored too"
+    assert t.image() == release_images.ref("1.1.0")

@@ -101,8 +101,8 @@ def run(
             wanted, gates = choose(Context(kube, live, records, out.current))
             out.wanted = wanted
             out.gates.extend(gates)
-            if _unchanged(live, wanted):
-                out.state = m.UNCHANGED
+            if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
+                out.state = m.UNCHANGED  # (an open record is finished under the lock below)
                 return out, None
             out.gates.append(
                 headroom_gate(env, cluster, [x.obj for x in live], who.link, deps.connect)

@@ -66,6 +66,7 @@ def watch(
                 rollout.assess(observe(kube, namespace, n), trackers[n], now, policy)
                 for n in deployments
             ]
+            renew()
         except Unreachable:
             if unreachable_since is None:
                 unreachable_since = now
@@ -91,7 +92,6 @@ def watch(
             return WatchResult(rollout.FAILED, round(clock() - started, 2), failed.problem, lines)
         if all(v.state == rollout.COMPLETE for v in verdicts):
             return WatchResult(rollout.COMPLETE, round(clock() - started, 2), None, lines)
-        renew()
         sleep(policy.poll_s)
 
 
