@@ -8,7 +8,7 @@ import com.cloudbees.groovy.cps.NonCPS
  * with values normalised (e.g. '2' -> 2). Only Jenkins-side checks live here; value rules
  * (positive counts, valid selectors, ...) belong to the CLI.
  *
- * Types: 'int', 'string', 'map', 'list', 'list<map>', 'list<string>', 'string|map',
+ * Types: 'int', 'boolean', 'string', 'map', 'list', 'list<map>', 'list<string>', 'string|map',
  * or a List of the allowed String values.
  * Every method throws IllegalArgumentException with a message naming the parameter.
  */
@@ -60,6 +60,8 @@ class StepConfig implements Serializable {
         switch (type) {
             case 'int':
                 return integer(key, value)
+            case 'boolean':
+                return ofType(key, value, Boolean, 'true or false')
             case 'string':
                 return ofType(key, value, CharSequence, 'a String').toString()
             case 'map':

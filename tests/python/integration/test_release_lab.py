@@ -112,7 +112,7 @@ def test_rollback_to_previous_and_to_a_tag_reuses_the_recorded_digest(
     assert "rollback staging: 1.2.0" in target.change_causes()[-1]
 
     # previous now skips 1.3.0 (rolled back) and 1.2.0 (what runs): 1.1.0
-    listed = history(where(target), 10, d)
+    listed = history(where(target), 10, d.connect)
     assert listed.previous is not None and listed.previous.tag == "1.1.0"
     assert [r.tag for r in listed.choices] == ["1.1.0"]
 

@@ -26,6 +26,7 @@ environments:
     image: harbor.example.com/ai/infer-prod
     approval: {approvers: [release-managers, alice], timeout_minutes: 30}
     cluster: {context: prod}
+    registry: {ca_file: /etc/pki/harbor-ca.crt}
     model: {configmap: model-config, key: version}
     rollout: {unschedulable_seconds: 20, ready_seconds: 120}
     headroom: {reserve: 2, reserve_per_class: {nvidia-h800: 2}}
@@ -48,6 +49,7 @@ def test_a_full_file(tmp_path: Path) -> None:
     assert prod.context == "prod" and prod.model == releaseconfig.ModelMount(
         "configmap", "model-config", "version"
     )
+    assert (prod.registry_ca_file, prod.registry_plain_http) == ("/etc/pki/harbor-ca.crt", False)
     assert prod.rollout.unschedulable_s == 20 and prod.rollout.ready_s == 120
     assert prod.rollout.timeout_s == releaseconfig.RolloutPolicy().timeout_s
     assert (prod.reserve, dict(prod.reserve_per_class), prod.lease_s, prod.keep) == (

@@ -84,6 +84,8 @@ class Environment:
     context: str | None = None
     kubeconfig: str | None = None
     registry_tag: str | None = None
+    registry_plain_http: bool = False  # the registry speaks HTTP (a lab, never production)
+    registry_ca_file: str | None = None  # a private CA for the registry's TLS certificate
     model: ModelMount | None = None
     rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
     reserve: int = 0
@@ -185,7 +187,7 @@ def _kind(value: Any) -> str:
     )
 
 
-_TOP = ("image", "environments")
+_TOP = ("image", "environments", "jenkins")  # jenkins: jobs as code (core/jenkinsjobs.py)
 _ENV_KEYS = (
     "namespace",
     "deployments",
@@ -197,6 +199,7 @@ _ENV_KEYS = (
     "approval",
     "cluster",
     "registry_tag",
+    "registry",
     "model",
     "rollout",
     "headroom",
@@ -259,6 +262,7 @@ def _environment(source: str, name: str, body: Any, default_image: str | None) -
     headroom = r.sub("headroom", ("reserve", "reserve_per_class"))
     lock = r.sub("lock", ("lease_seconds",))
     history = r.sub("history", ("keep",))
+    registry = r.sub("registry", ("plain_http", "ca_file"))
     return Environment(
         name=name,
         source=source,
@@ -272,6 +276,8 @@ def _environment(source: str, name: str, body: Any, default_image: str | None) -
         context=(cluster.text("context", "") or None) if cluster else None,
         kubeconfig=(cluster.text("kubeconfig", "") or None) if cluster else None,
         registry_tag=registry_tag,
+        registry_plain_http=registry.flag("plain_http", False) if registry else False,
+        registry_ca_file=(registry.text("ca_file", "") or None) if registry else None,
         model=_model(r),
         rollout=_rollout(r),
         reserve=headroom.number("reserve", 0, 0, 10**6) if headroom else 0,

@@ -33,6 +33,16 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<List<String>> boundVariables = []
     /** Messages given to the `unstable` step. */
     List<String> unstableMessages = []
+    /** Agents taken by `node` blocks, in order: [label:, node:]. */
+    List<Map> agents = []
+    /** `input` steps: their arguments plus agentHeld (whether inside a node block). */
+    List<Map> inputs = []
+    /** `lock` and `timeout` steps: their arguments; `checkout`: the agent it ran on. */
+    List<Map> locks = []
+    List<Map> timeouts = []
+    List<String> checkouts = []
+    /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
+    String approver = 'release-manager'
 
     protected final Map<String, Closure> shHandlers = [:]
     protected Script pipeline
@@ -54,6 +64,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         binding.setVariable('env', env)
         registerWorkspace()
         registerSteps()
+        registerAgentSteps()
         registerCredentials()
         cliVersion(LIBRARY_VERSION)
         pipeline = loadScript('tests/groovy/pipelines/Jenkinsfile.jenkins')
@@ -218,6 +229,53 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             unstableMessages.add(message)
             updateBuildStatus('UNSTABLE')
         }
+    }
+
+    // ---- agents, approval, locks -------------------------------------------------
+
+    /** node { }: an agent with its own workspace; env.NODE_NAME and WORKSPACE hold inside only. */
+    protected void registerAgentSteps() {
+        binding.setVariable('scm', [$class: 'GitSCM'])
+        helper.registerAllowedMethod('node', [String, Closure]) { String label, Closure body ->
+            runOnAgent(label, body)
+        }
+        helper.registerAllowedMethod('checkout', [Map]) { Map scm ->
+            checkouts.add(env.NODE_NAME)
+            return [:]
+        }
+        helper.registerAllowedMethod('input', [Map]) { Map args ->
+            inputs.add(args + [agentHeld: env.NODE_NAME != null])
+            if (approver == null) {
+                throw new PipelineFailure('Timeout has been exceeded')
+            }
+            return approver
+        }
+        helper.registerAllowedMethod('lock', [Map, Closure]) { Map args, Closure body ->
+            locks.add(args)
+            return body()
+        }
+        helper.registerAllowedMethod('timeout', [Map, Closure]) { Map args, Closure body ->
+            timeouts.add(args)
+            return body()
+        }
+    }
+
+    protected Object runOnAgent(String label, Closure body) {
+        Map saved = new LinkedHashMap(env)
+        String name = "${label}-${agents.size() + 1}".toString()
+        agents.add([label: label, node: name])
+        env.NODE_NAME = name
+        env.WORKSPACE = agentWorkspace(name)
+        try {
+            return body()
+        } finally {
+            env.clear()
+            env.putAll(saved)
+        }
+    }
+
+    protected String agentWorkspace(String node) {
+        return "/agents/${node}/workspace/job".toString()
     }
 
     // ---- credentials --------------------------------------------------------------

@@ -4,15 +4,18 @@ is shown with what the cluster says about it; the next release finishes its reco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuops.adapters import kubeapps
+from gpuops.adapters.kube import KubeClient
 from gpuops.core import releasehistory as hist
 from gpuops.core import rollout as core_rollout
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import Release
 from gpuops.errors import GpuOpsError
+from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.releases import config, steps
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Deps, cluster_of
@@ -44,9 +47,11 @@ class HistoryOutcome:
         }
 
 
-def history(target: m.Target, limit: int, deps: Deps) -> HistoryOutcome:
+def history(
+    target: m.Target, limit: int, connect: Callable[[Cluster], KubeClient] = Cluster.connect
+) -> HistoryOutcome:
     env = config.load(target.config).environment(target.environment)
-    kube = deps.connect(cluster_of(env, target))
+    kube = connect(cluster_of(env, target))
     try:
         live = steps.read_live(kube, env)
         records = HistoryStore(kube, env).read()
