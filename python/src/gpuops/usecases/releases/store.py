@@ -31,10 +31,13 @@ class HistoryStore:
     def __init__(self, kube: KubeClient, env: Environment) -> None:
         self.kube, self.env = kube, env
         self.where = f"ConfigMap {env.namespace}/{env.history_name}"
+        self._cm: Any = None  # the ConfigMap as last read or written
+        self._known = False
 
     def read(self) -> list[Release]:
-        cm = kubeapps.get_configmap(self.kube, self.env.namespace, self.env.history_name)
-        return self._records(cm)
+        self._cm = kubeapps.get_configmap(self.kube, self.env.namespace, self.env.history_name)
+        self._known = True
+        return self._records(self._cm)
 
     def _records(self, cm: Any) -> list[Release]:
         if cm is None:
@@ -44,22 +47,26 @@ class HistoryStore:
     def update(
         self, change: Callable[[list[Release]], list[Release]], current: int | None = None
     ) -> list[Release]:
-        """Apply ``change`` to the records and write them; retried on a concurrent write."""
+        """Apply ``change`` to the records and write them; on a concurrent write (409) the
+        ConfigMap is read again and the change applied again."""
         for _ in range(_RETRIES):
-            cm = kubeapps.get_configmap(self.kube, self.env.namespace, self.env.history_name)
+            if not self._known:
+                self.read()
+            cm = self._cm
             records = hist.trim(change(self._records(cm)), self.env.keep, current)
             data = {hist.HISTORY_KEY: hist.encode(records)}
             try:
                 if cm is None:
-                    kubeapps.create_configmap(
+                    self._cm = kubeapps.create_configmap(
                         self.kube, self.env.namespace, self.env.history_name, data
                     )
                 else:
-                    kubeapps.replace_configmap_data(
+                    self._cm = kubeapps.replace_configmap_data(
                         self.kube, cm, {**(cm.get("data") or {}), **data}
                     )
             except Conflict:
                 log.info("%s changed while writing; reading it again", self.where)
+                self._known = False
                 continue
             return records
         raise OperationFailed(f"{self.where} kept changing while gpuops wrote the release history")
@@ -109,12 +116,13 @@ class TargetLock:
 
     def _take(self, name: str) -> _Held:
         ns = self.env.namespace
-        for _ in range(_RETRIES):
+        lease: Any = None
+        for attempt in range(_RETRIES):
             now = datetime.now(UTC)
-            lease = kubeapps.get_lease(self.kube, ns, name)
             body = core_lock.lease_body(name, ns, self.me, self.operation, self.env.lease_s, now)
             try:
-                if lease is None:
+                if attempt == 0 or lease is None:
+                    # most of the time nobody holds it: create it without reading first
                     made = kubeapps.create_lease(self.kube, body)
                     return _Held(name, _uid(made), _version(made), now)
                 holder = core_lock.holder_of(lease)
@@ -130,8 +138,8 @@ class TargetLock:
                 made = kubeapps.replace_lease(self.kube, body)
                 return _Held(name, _uid(made), _version(made), now)
             except Conflict:
-                continue  # someone wrote the Lease between our read and write: read again
-        lease = kubeapps.get_lease(self.kube, ns, name)
+                # it exists (create) or moved since we read it (replace): read it and decide
+                lease = kubeapps.get_lease(self.kube, ns, name)
         holder = core_lock.holder_of(lease) if lease else None
         if holder is not None:
             raise _held_error(self.env, name, holder)

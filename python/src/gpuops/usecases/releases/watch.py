@@ -31,10 +31,11 @@ class WatchResult:
 
 
 def observe(kube: KubeClient, namespace: str, name: str) -> Observation:
+    """The Deployment and, while its rollout is not complete, its new ReplicaSet's pods."""
     obj = kubeapps.get_deployment(kube, namespace, name)
     state = kubeapps.deployment_state(obj)
     pods: tuple[rollout.PodState, ...] = ()
-    if state.observed_generation >= state.generation:
+    if state.observed_generation >= state.generation and not rollout.is_complete(state):
         rs = kubeapps.new_replicaset(kube, obj)
         if rs is not None:
             pods = tuple(kubeapps.pod_state(p) for p in kubeapps.pods_of_replicaset(kube, rs))
@@ -92,7 +93,16 @@ def watch(
             return WatchResult(rollout.FAILED, round(clock() - started, 2), failed.problem, lines)
         if all(v.state == rollout.COMPLETE for v in verdicts):
             return WatchResult(rollout.COMPLETE, round(clock() - started, 2), None, lines)
-        sleep(policy.poll_s)
+        sleep(poll_interval(clock() - started, policy.poll_s))
+
+
+def poll_interval(elapsed: float, longest: float) -> float:
+    """Often at first (most rollouts of a few pods finish in seconds), then every ``longest``."""
+    if elapsed < 5.0:
+        return min(0.15, longest)
+    if elapsed < 30.0:
+        return min(0.3, longest)
+    return longest
 
 
 def explain_unschedulable(
