@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 COMMANDS: dict[str, str] = {
     "describe": "gpuops.cli.describe:describe",
     "headroom": "gpuops.cli.headroom:headroom",
+    "release": "gpuops.cli.release:release",
     "jenkins": "gpuops.cli.jenkins:jenkins",
 }
 #: Entry point group through which other distributions add command groups.

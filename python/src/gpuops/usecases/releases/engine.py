@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import Conflict, KubeClient
@@ -104,9 +104,10 @@ def run(
             if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
                 out.state = m.UNCHANGED  # (an open record is finished under the lock below)
                 return out, None
-            out.gates.append(
-                headroom_gate(env, cluster, [x.obj for x in live], who.link, deps.connect)
-            )
+            lend = _lender(kube)  # the gates use this run's connection
+            if wanted.digest and any(x.content.image != wanted.image for x in live):
+                out.gates.append(deps.registry.compat(env, wanted.digest, cluster, lend))
+            out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
         except GateFailure as refusal:
             out.gates.append(refusal.gate)
             return out, _refused(out, refusal)
@@ -137,6 +138,23 @@ def run(
     finally:
         out.timings_s["total"] = round(time.monotonic() - t0, 3)
         kube.close()
+
+
+class _Borrowed:
+    """This run's client, lent to a use case that closes the client it connects."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def close(self) -> None:
+        """The lender closes it."""
+
+
+def _lender(kube: KubeClient) -> Callable[[Cluster], KubeClient]:
+    return lambda _cluster: cast(KubeClient, _Borrowed(kube))
 
 
 def _refused(out: m.ReleaseOutcome, error: GpuOpsError) -> GpuOpsError:

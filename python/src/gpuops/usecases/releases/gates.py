@@ -30,6 +30,16 @@ class Registry(Protocol):
     def move_tag(self, repository: str, digest: str, tag: str) -> None:
         """Point ``repository:tag`` at ``digest`` (by manifest; no layer moves)."""
 
+    def compat(
+        self,
+        env: Environment,
+        digest: str,
+        cluster: Cluster,
+        connect: Callable[[Cluster], KubeClient],
+    ) -> Gate:
+        """The compat gate: the image's CUDA version against the drivers of the environment's
+        node class; raises :class:`GateFailure` when they do not suit it."""
+
 
 @dataclass
 class Gate:
