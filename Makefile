@@ -6,7 +6,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
 
-.PHONY: bench-headroom demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+.PHONY: bench-headroom bench-headroom-curve bench-image demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
 
 demo: setup
 	scripts/demo.sh
@@ -51,3 +51,11 @@ bench-headroom: setup
 	test -x $(GPUOPS_CACHE)/tools/bin/kubectl-view-allocations || \
 	  cargo install --locked kubectl-view-allocations --root $(GPUOPS_CACHE)/tools
 	$(PY) bench/headroom_bench.py $(BENCH_ARGS)
+
+bench-headroom-curve: setup
+	test -x $(GPUOPS_CACHE)/tools/bin/kubectl-view-allocations || \
+	  cargo install --locked kubectl-view-allocations --root $(GPUOPS_CACHE)/tools
+	$(PY) bench/headroom_bench.py --curve 500,2000,5000 --repeat 5 $(BENCH_ARGS)
+# Tag moves of a 1 MiB and a 1 GiB image against skopeo copy, and a cached rebuild (own lab).
+bench-image: setup
+	$(PY) bench/image_bench.py $(BENCH_ARGS)

@@ -11,10 +11,12 @@ round-robin in the same run, each ``--repeat`` times:
   kva         ``kubectl-view-allocations -r nvidia.com/gpu -o csv`` (if installed)
 
 and prints median / min seconds, ratios and peak RSS, the targets and whether they were met.
-Run with the project's venv:
+With ``--curve 500,2000,5000`` it grows one lab through those node counts (10 pods each) and
+measures at each size: a scale curve. Run with the project's venv:
 
     .venv/bin/python bench/headroom_bench.py --nodes 200 --pods 2000        # quick
     .venv/bin/python bench/headroom_bench.py --json-out /tmp/headroom-bench.json  # 2000/20000
+    .venv/bin/python bench/headroom_bench.py --curve 500,2000,5000 --repeat 5  # the curve
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -71,6 +74,8 @@ class Cluster:
     ca_pem: bytes
     started: bool
     setup_s: dict[str, float] = field(default_factory=dict)
+    #: GPU nodes that already carry the pods of an earlier step
+    filled: list[str] = field(default_factory=list)
 
 
 def run_gpuops(*args: str, env: Mapping[str, str] | None = None) -> None:
@@ -96,10 +101,12 @@ def load_cluster(lab_dir: Path, *, started: bool) -> Cluster:
     )
 
 
-def gpu_plan(nodes: Sequence[tuple[str, int]], pods: int, seed: int) -> list[dict[str, Any]]:
+def gpu_plan(
+    nodes: Sequence[tuple[str, int]], pods: int, seed: int, prefix: str = ""
+) -> list[dict[str, Any]]:
     """Pod bodies: per node, GPU pods of mixed sizes filling a random share of its GPUs (some
     nodes empty, some full), then CPU-only pods (agents, exporters, services) round-robin up
-    to ``pods`` in all."""
+    to ``pods`` in all. Names start with ``prefix`` (one per growth step of a curve)."""
     rng = random.Random(seed)
     bodies: list[dict[str, Any]] = []
     for name, alloc in nodes:
@@ -115,7 +122,7 @@ def gpu_plan(nodes: Sequence[tuple[str, int]], pods: int, seed: int) -> list[dic
             ns = NAMESPACES[len(bodies) % len(NAMESPACES)]
             bodies.append(
                 labkube.pod_body(
-                    f"gpu-{len(bodies):06d}",
+                    f"{prefix}gpu-{len(bodies):06d}",
                     namespace=ns,
                     node=name,
                     gpus=size,
@@ -128,7 +135,7 @@ def gpu_plan(nodes: Sequence[tuple[str, int]], pods: int, seed: int) -> list[dic
         name = nodes[i % len(nodes)][0]
         ns = NAMESPACES[i % len(NAMESPACES)]
         bodies.append(
-            labkube.pod_body(f"cpu-{i:06d}", namespace=ns, node=name, labels={"app": "cpu"})
+            labkube.pod_body(f"{prefix}cpu-{i:06d}", namespace=ns, node=name, labels={"app": "cpu"})
         )
         i += 1
     return bodies
@@ -167,7 +174,9 @@ def ensure_namespace(core: Any, ns: str, timeout: float = 120.0) -> None:
             return
 
 
-def populate(c: Cluster, pods: int, seed: int, concurrency: int) -> None:
+def populate(c: Cluster, pods: int, seed: int, concurrency: int, *, step: int = 0) -> None:
+    """Bind pods until the lab has ``pods``, on the GPU nodes that an earlier step of a curve
+    has not filled yet; names carry the step."""
     from kubernetes import client as k8s
 
     api = labkube.api_client(c.kubeconfig, pool=concurrency)
@@ -178,6 +187,8 @@ def populate(c: Cluster, pods: int, seed: int, concurrency: int) -> None:
             for n in list_json(api, "nodes")
         )
         nodes = [(n, a) for n, a in nodes if a > 0]
+        filled = set(c.filled)
+        nodes = [n for n in nodes if n[0] not in filled]
         existing = len(list_json(api, "pods"))
         if existing >= pods:
             print(f"lab already has {existing} pods; not adding any")
@@ -185,21 +196,44 @@ def populate(c: Cluster, pods: int, seed: int, concurrency: int) -> None:
         t0 = time.monotonic()
         for ns in NAMESPACES:
             ensure_namespace(core, ns)
-        bodies = gpu_plan(nodes, pods, seed)
-        gpu_pods = sum(1 for b in bodies if b["metadata"]["name"].startswith("gpu-"))
+        prefix, suffix = (f"s{step}-", f"_s{step}") if step else ("", "")
+        bodies = gpu_plan(nodes, pods - existing, seed + step, prefix)
+        gpu_pods = sum(1 for b in bodies if "gpu-" in b["metadata"]["name"])
         print(f"creating {len(bodies)} pods ({gpu_pods} with GPU requests) on {len(nodes)} nodes")
         created = labkube.bulk_create_pods(api, bodies, concurrency=concurrency)
-        c.setup_s["create_pods"] = round(time.monotonic() - t0, 1)
-        print(f"created {created} pods in {c.setup_s['create_pods']} s; waiting for kwok")
+        c.setup_s[f"create_pods{suffix}"] = dt = round(time.monotonic() - t0, 1)
+        print(f"created {created} pods in {dt} s; waiting for kwok")
         t1 = time.monotonic()
         deadline = t1 + 120 + pods * 0.05
         while pending := len(list_json(api, "pods", field_selector="status.phase=Pending")):
             if time.monotonic() > deadline:
                 sys.exit(f"{pending} pods still Pending; see {c.lab_dir}/logs/kube-kwok.log")
             time.sleep(2)
-        c.setup_s["pods_running"] = round(time.monotonic() - t1, 1)
+        c.setup_s[f"pods_running{suffix}"] = round(time.monotonic() - t1, 1)
+        c.filled = [n for n, _ in nodes] + list(c.filled)
     finally:
         api.close()
+
+
+def grow(c: Cluster, nodes: int, pods: int, args: argparse.Namespace, step: int) -> None:
+    """Add synthetic GPU nodes until the lab has ``nodes`` of them, then pods on the new
+    nodes until it has ``pods`` (one step of a curve)."""
+    api = labkube.api_client(c.kubeconfig, pool=args.concurrency)
+    try:
+        have = sum(1 for n in list_json(api, "nodes") if n["metadata"]["name"].startswith("syn-"))
+        if have < nodes:
+            t0 = time.monotonic()
+            print(f"adding {nodes - have} kwok GPU nodes (to {nodes}); waiting until Ready")
+            labkube.create_gpu_nodes(
+                api,
+                labkube.synthetic_nodes(nodes - have, start=have),
+                timeout=120.0 + (nodes - have) * 0.25,
+                concurrency=args.concurrency,
+            )
+            c.setup_s[f"add_nodes_s{step}"] = round(time.monotonic() - t0, 1)
+    finally:
+        api.close()
+    populate(c, pods, args.seed, args.concurrency, step=step)
 
 
 def lab_up(lab_dir: Path, nodes: int, pods: int, seed: int, concurrency: int) -> Cluster:
@@ -304,13 +338,13 @@ class Bench:
         self.pages = 0
         self.bytes = 0
 
-    def _url(self, path: str, query: Mapping[str, str], token: str) -> str:
-        q = {**query, "limit": str(PAGE_SIZE)}  # the order gpuops uses
+    def _url(self, path: str, query: Mapping[str, str], token: str, page_size: int) -> str:
+        q = {**query, "limit": str(page_size)} if page_size else dict(query)  # gpuops's order
         if token:
             q["continue"] = token
-        return f"{self.c.server}{path}?{urlencode(q)}"
+        return f"{self.c.server}{path}?{urlencode(q)}" if q else f"{self.c.server}{path}"
 
-    def walk(self) -> tuple[list[str], Sample]:
+    def walk(self, page_size: int = PAGE_SIZE) -> tuple[list[str], Sample]:
         """Follow the continue tokens page by page (one curl per page, body to a file whose
         head gives the next token): the URLs of every page, and that walk's own time."""
         urls: list[str] = []
@@ -319,7 +353,7 @@ class Bench:
         for path, query in LISTS:
             token = ""
             while True:
-                url = self._url(path, query, token)
+                url = self._url(path, query, token, page_size)
                 urls.append(url)
                 subprocess.run(["curl", "-K", str(self.curl_cfg), "-o", str(body), url], check=True)
                 with body.open("rb") as f:
@@ -331,10 +365,11 @@ class Bench:
                     break
         return urls, Sample(time.perf_counter() - t0, 0, f"{len(urls)} curl processes")
 
-    def floor(self) -> Sample:
+    def floor(self, page_size: int = PAGE_SIZE) -> Sample:
         """The raw LISTs alone: the pages of a fresh walk, fetched by one curl process over
-        one keep-alive connection, bodies to /dev/null."""
-        urls, _ = self.walk()
+        one keep-alive connection, bodies to /dev/null. With another ``page_size`` than
+        gpuops's, for information (``floor-paged``: what paging would cost the server)."""
+        urls, _ = self.walk(page_size)
         cfg = self.tmp / "urls.cfg"
         cfg.write_text("".join(f'url = "{u}"\noutput = "/dev/null"\n' for u in urls))
         t0 = time.perf_counter()
@@ -357,12 +392,16 @@ class Bench:
         rows = [line.split() for line in out.decode().splitlines()]
         if rc != 0 or len(rows) != len(urls) or any(r[0] != "200" for r in rows):
             sys.exit(f"floor curl failed (exit {rc}): {out.decode()[:500]}")
-        self.pages, self.bytes = len(urls), sum(int(r[1]) for r in rows)
-        conns = sum(int(r[2]) for r in rows)
-        return Sample(dt, rss, f"{len(urls)} pages, {self.bytes / 2**20:.1f} MiB, {conns} conn")
+        size, conns = sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows)
+        if page_size == PAGE_SIZE:
+            self.pages, self.bytes = len(urls), size
+        return Sample(dt, rss, f"{len(urls)} pages, {size / 2**20:.1f} MiB, {conns} conn")
 
-    def gpuops(self) -> Sample:
+    def gpuops(self, source: str | None = None) -> Sample:
+        """``gpuops headroom check``; with ``source``, the gpuops package from that folder
+        instead (an earlier version's ``python/src``, for an A/B row: ``--also``)."""
         out = self.tmp / "gpuops.out"
+        env = {**self.env, "PYTHONPATH": source} if source else self.env
         argv = [
             str(VENV_BIN / "gpuops"),
             "--output",
@@ -376,15 +415,17 @@ class Bench:
         ]
         with out.open("wb") as o, (self.tmp / "gpuops.err").open("wb") as e:
             t0 = time.perf_counter()
-            p = spawn(argv, self.tmp / "rss.gpuops", stdout=o, stderr=e, env=self.env)
+            p = spawn(argv, self.tmp / "rss.gpuops", stdout=o, stderr=e, env=env)
             rc, rss = wait_child(p, self.tmp / "rss.gpuops")
             dt = time.perf_counter() - t0
         if rc not in (0, 3):  # 3: the gate refused, still a full answer
             err = (self.tmp / "gpuops.err").read_text()[:1000]
             sys.exit(f"gpuops headroom check exited {rc}: {err}")
         doc = json.loads(out.read_text() if rc == 0 else (self.tmp / "gpuops.err").read_text())
-        self.last_gpuops = doc.get("result") or {}
-        return Sample(dt, rss, str(self.last_gpuops.get("verdict", "")))
+        result = doc.get("result") or {}
+        if source is None:
+            self.last_gpuops = result
+        return Sample(dt, rss, str(result.get("verdict", "")))
 
     def kubectl_script(self) -> Sample:
         out = self.tmp / "script.out"
@@ -467,42 +508,53 @@ def summarise(samples: Mapping[str, list[Sample]]) -> dict[str, dict[str, Any]]:
         }
     floor = out.get("floor", {}).get("median_s")
     ours = out.get("gpuops", {}).get("median_s")
+    kva = out.get("kva", {}).get("median_s")
     for row in out.values():
         row["x_floor"] = round(row["median_s"] / floor, 2) if floor else None
         row["x_gpuops"] = round(row["median_s"] / ours, 2) if ours else None
+        row["x_kva"] = round(row["median_s"] / kva, 2) if kva else None
     return out
 
 
-def targets(rows: Mapping[str, Mapping[str, Any]], max_x_floor: float) -> list[dict[str, Any]]:
+def targets(
+    rows: Mapping[str, Mapping[str, Any]], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The targets (issue 8), each against a baseline measured in the same run."""
     ours = rows["gpuops"]["median_s"]
+    kva = rows.get("kva", {}).get("median_s")
     return [
         {"target": "gpuops <= kubectl+py", "met": ours <= rows["kubectl+py"]["median_s"]},
         {
-            "target": "gpuops <= kubectl-view-allocations",
-            "met": ours <= rows["kva"]["median_s"] if "kva" in rows else None,
+            "target": f"gpuops <= {args.max_x_kva}x kubectl-view-allocations",
+            "met": ours <= args.max_x_kva * kva if kva else None,
         },
         {
-            "target": f"gpuops <= {max_x_floor}x floor",
-            "met": ours <= max_x_floor * rows["floor"]["median_s"],
+            "target": f"gpuops <= {args.max_x_floor}x floor",
+            "met": ours <= args.max_x_floor * rows["floor"]["median_s"],
+        },
+        {
+            "target": f"gpuops peak RSS <= {args.max_rss_mib:g} MiB",
+            "met": rows["gpuops"]["peak_rss_mib"] <= args.max_rss_mib,
         },
     ]
 
 
 def render(rows: Mapping[str, Mapping[str, Any]], goals: Sequence[Mapping[str, Any]]) -> str:
     head = (
-        f"{'approach':<12} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
-        f"{'peak RSS MiB':>13}  note"
+        f"{'approach':<15} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
+        f"{'x kva':>6} {'peak RSS MiB':>13}  note"
     )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         lines.append(
-            f"{name:<12} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
-            f"{r['x_gpuops'] or 0:>9.2f} {r['peak_rss_mib']:>13.1f}  {r['note']}"
+            f"{name:<15} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
+            f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f}  "
+            f"{r['note']}"
         )
     lines.append("")
     for g in goals:
         mark = "skipped" if g["met"] is None else "MET" if g["met"] else "MISSED"
-        lines.append(f"target {g['target']:<38} {mark}")
+        lines.append(f"target {g['target']:<44} {mark}")
     return "\n".join(lines)
 
 
@@ -538,20 +590,67 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=2000, help="synthetic GPU nodes (default 2000)")
     ap.add_argument("--pods", type=int, default=20000, help="pods bound to them (default 20000)")
+    ap.add_argument(
+        "--curve",
+        type=_sizes,
+        metavar="N,N,...",
+        help="a scale curve instead of one size: grow one lab through these node counts "
+        "(with --pods-per-node pods each) and measure at each",
+    )
+    ap.add_argument("--pods-per-node", type=int, default=10, help="for --curve (default 10)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per approach (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     ap.add_argument("--lab-dir", type=Path, default=Path("/tmp/gpuops-bench"))
     ap.add_argument("--reuse", type=Path, metavar="DIR", help="use the kube lab running in DIR")
     ap.add_argument("--keep", action="store_true", help="leave the lab it started running")
     ap.add_argument("--kva", help="kubectl-view-allocations binary (default: PATH, tools cache)")
-    ap.add_argument("--max-x-floor", type=float, default=1.5)
+    ap.add_argument(
+        "--paged-floor",
+        type=int,
+        default=500,
+        metavar="N",
+        help="also time the floor's LISTs in pages of N (for information; 0: not)",
+    )
+    ap.add_argument("--max-x-floor", type=float, default=1.2)
+    ap.add_argument("--max-x-kva", type=float, default=0.75)
+    ap.add_argument("--max-rss-mib", type=float, default=100.0)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--concurrency", type=int, default=16, help="parallel pod creations")
     ap.add_argument("--json-out", type=Path, help="also write the numbers as JSON here")
+    ap.add_argument(
+        "--also",
+        type=_variant,
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an extra row: gpuops run with the package from DIR (e.g. an earlier commit's "
+        "python/src, from git archive), to measure what a change did in the same run",
+    )
     args = ap.parse_args(argv)
-    if args.nodes < 1 or args.pods < 0 or args.repeat < 1:
-        ap.error("--nodes and --repeat must be >= 1, --pods >= 0")
+    if args.nodes < 1 or args.pods < 0 or args.repeat < 1 or args.pods_per_node < 0:
+        ap.error("--nodes and --repeat must be >= 1, --pods and --pods-per-node >= 0")
+    if args.curve and args.reuse:
+        ap.error("--curve grows the lab it starts; it cannot use a lab given with --reuse")
     return args
+
+
+def _variant(text: str) -> tuple[str, str]:
+    name, _, source = text.partition("=")
+    if not name or not (Path(source) / "gpuops" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=DIR with DIR/gpuops/")
+    return name, str(Path(source).resolve())
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected node counts like 500,2000,5000"
+        ) from None
+    if not sizes or sizes != sorted(set(sizes)) or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected increasing node counts >= 1")
+    return sizes
 
 
 @dataclass
@@ -578,6 +677,10 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
             approaches["kva"] = b.view_allocations
         else:
             print(f"kubectl-view-allocations skipped: {kva_why}")
+        for name, source in args.also:
+            approaches[f"gpuops@{name}"] = partial(b.gpuops, source)
+        if args.paged_floor and args.paged_floor != PAGE_SIZE:
+            approaches["floor-paged"] = partial(b.floor, args.paged_floor)
         samples: dict[str, list[Sample]] = {n: [] for n in [*approaches, "floor-walk"]}
         internal: list[dict[str, float]] = []
         for rnd in range(args.warmup + args.repeat):
@@ -589,7 +692,7 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
                     samples[name].append(s)
                     if name == "gpuops":
                         internal.append(b.last_gpuops.get("timings_s") or {})
-                print(f"{label}: {name:<11} {s.seconds:7.3f} s  {s.note}", flush=True)
+                print(f"{label}: {name:<15} {s.seconds:7.3f} s  {s.note}", flush=True)
             if timed:
                 samples["floor-walk"].append(b.walk()[1])
         return Run(
@@ -603,23 +706,39 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    kva, kva_why = find_kva(args.kva)
+@dataclass
+class Point:
+    """The measurements at one size."""
+
+    run: Run
+    rows: dict[str, dict[str, Any]]
+    goals: list[dict[str, Any]]
+    load: tuple[tuple[float, ...], tuple[float, ...]]
+    setup_s: dict[str, float]
+
+    def to_dict(self, c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+        return {
+            "nodes_total": self.run.nodes_total,
+            "pods_bound": self.run.pods_bound,
+            "repeat": args.repeat,
+            "page_size": PAGE_SIZE,
+            "pages": self.run.pages,
+            "bytes": self.run.bytes,
+            "server": c.server,
+            "setup_s": self.setup_s,
+            "results": self.rows,
+            "gpuops_internal_s": self.run.internal,
+            "targets": self.goals,
+            "cross_check_problems": self.run.problems,
+            "loadavg": {"start": self.load[0], "end": self.load[1]},
+        }
+
+
+def measure_point(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str) -> Point:
     load0 = os.getloadavg()
-    t_start = time.monotonic()
-    if args.reuse:
-        c = load_cluster(args.reuse, started=False)
-    else:
-        c = lab_up(args.lab_dir, args.nodes, args.pods, args.seed, args.concurrency)
-    try:
-        run = measure(c, args, kva, kva_why)
-    finally:
-        if c.started and not args.keep:
-            lab_down(c.lab_dir)
+    run = measure(c, args, kva, kva_why)
     rows = summarise(run.samples)
-    goals = targets(rows, args.max_x_floor)
-    load1 = os.getloadavg()
+    point = Point(run, rows, targets(rows, args), (load0, os.getloadavg()), dict(c.setup_s))
     inner = ", ".join(
         f"{k} {statistics.median(t.get(k, 0) for t in run.internal):.3f}s"
         for k in ("list_nodes", "list_pods", "compute", "total")
@@ -630,36 +749,82 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{run.pages} LIST pages of {PAGE_SIZE}, {run.bytes / 2**20:.1f} MiB"
     )
     print(f"gpuops's own timings (median): {inner}")
-    print(f"load average {load0[0]:.1f} at start, {load1[0]:.1f} at end ({os.cpu_count()} CPUs)")
-    print(render(rows, goals))
+    print(
+        f"load average {point.load[0][0]:.1f} at start, {point.load[1][0]:.1f} at end "
+        f"({os.cpu_count()} CPUs)"
+    )
+    print(render(rows, point.goals))
     if run.problems:
         print("CROSS-CHECK FAILED (gpuops vs kubectl+py):\n  " + "\n  ".join(run.problems))
     else:
         print("cross-check: gpuops and kubectl+py agree on allocatable/requested/free per class")
+    print(flush=True)
+    return point
+
+
+def render_curve(points: Sequence[Point]) -> str:
+    """How the cost grows: one line per size, ratios against the same size's baselines."""
+
+    def med(p: Point, row: str) -> str:
+        r = p.rows.get(row)
+        return f"{r['median_s']:>8.3f}" if r else f"{'-':>8}"
+
+    def ratio(p: Point, row: str) -> str:
+        r, ours = p.rows.get(row), p.rows["gpuops"]["median_s"]
+        return f"{ours / r['median_s']:>7.2f}" if r else f"{'-':>7}"
+
+    head = (
+        f"{'nodes':>6} {'pods':>6} {'MiB':>5} {'floor':>8} {'gpuops':>8} {'kctl+py':>8} "
+        f"{'kva':>8} {'g/floor':>7} {'g/kva':>7} {'g/kctl':>7} {'RSS g':>6} {'RSS kva':>7} "
+        f"{'load':>9}"
+    )
+    lines = ["scale curve (median seconds; g/x = gpuops / x in the same run):", head]
+    for p in points:
+        kva_rss = p.rows.get("kva", {}).get("peak_rss_mib", 0)
+        lines.append(
+            f"{p.run.nodes_total:>6} {p.run.pods_bound:>6} {p.run.bytes / 2**20:>5.0f} "
+            f"{med(p, 'floor')} {med(p, 'gpuops')} {med(p, 'kubectl+py')} {med(p, 'kva')} "
+            f"{ratio(p, 'floor')} {ratio(p, 'kva')} {ratio(p, 'kubectl+py')} "
+            f"{p.rows['gpuops']['peak_rss_mib']:>6.0f} {kva_rss:>7.0f} "
+            f"{p.load[0][0]:>4.1f}-{p.load[1][0]:<4.1f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    kva, kva_why = find_kva(args.kva)
+    t_start = time.monotonic()
+    sizes = [(n, n * args.pods_per_node) for n in args.curve] if args.curve else None
+    first = sizes[0] if sizes else (args.nodes, args.pods)
+    if args.reuse:
+        c = load_cluster(args.reuse, started=False)
+    else:
+        c = lab_up(args.lab_dir, *first, args.seed, args.concurrency)
+    points: list[Point] = []
+    try:
+        points.append(measure_point(c, args, kva, kva_why))
+        for step, (nodes, pods) in enumerate((sizes or [])[1:], start=1):
+            grow(c, nodes, pods, args, step)
+            points.append(measure_point(c, args, kva, kva_why))
+    finally:
+        if c.started and not args.keep:
+            lab_down(c.lab_dir)
+    if len(points) > 1:
+        print(render_curve(points))
     wall = round(time.monotonic() - t_start, 1)
     if args.json_out:
         doc = {
-            "nodes_total": run.nodes_total,
-            "pods_bound": run.pods_bound,
-            "repeat": args.repeat,
-            "page_size": PAGE_SIZE,
-            "pages": run.pages,
-            "bytes": run.bytes,
-            "server": c.server,
-            "setup_s": c.setup_s,
-            "results": rows,
-            "gpuops_internal_s": run.internal,
-            "targets": goals,
+            **points[-1].to_dict(c, args),
+            "curve": [p.to_dict(c, args) for p in points] if len(points) > 1 else None,
             "kva_skipped": kva_why or None,
-            "cross_check_problems": run.problems,
-            "loadavg": {"start": load0, "end": load1},
             "cpus": os.cpu_count(),
             "wall_s": wall,
         }
         args.json_out.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"wrote {args.json_out}")
     print(f"total wall time {wall:.0f} s; setup {c.setup_s}")
-    return 1 if run.problems else 0
+    return 1 if any(p.run.problems for p in points) else 0
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ ROOT=$PWD
 VENV=${GPUOPS_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3}
 
-# Debian packages: the lab's real components and the Groovy toolchain.
+# Debian packages: the lab's real components, the Groovy toolchain, and Chromium for the
+# reports' browser checks (driven by playwright-core from package.json).
 APT_PACKAGES=(
   openssh-server openssh-client netcat-openbsd iproute2 util-linux procps
   docker-registry apache2-utils
   podman buildah skopeo runc conmon busybox-static debootstrap
   gradle curl jq ca-certificates openssl
+  chromium fonts-dejavu-core
 )
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
@@ -24,6 +26,10 @@ setup_system() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then
+    if ((EUID != 0)); then
+      log "system: installing ${missing[*]} needs root (apt); the lab and its tests need root too"
+      exit 1
+    fi
     log "apt: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq
@@ -51,8 +57,9 @@ setup_python() {
 }
 
 setup_node() {
-  if [[ ! -d node_modules/npm-groovy-lint ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
-    log "node: npm ci (npm-groovy-lint)"
+  if [[ ! -d node_modules/npm-groovy-lint || ! -d node_modules/playwright-core ]] ||
+     [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+    log "node: npm ci (npm-groovy-lint, playwright-core)"
     npm ci --no-audit --no-fund --loglevel=error >/dev/null
   fi
 }

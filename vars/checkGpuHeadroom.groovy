@@ -14,10 +14,12 @@ import org.gpuops.StepParams
     kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG
     webhookCredentialsId   : null,   // string credential with the webhook URL -> env GPUOPS_WEBHOOK_URL
     onShortage             : 'fail', // 'fail' the build, or mark it 'unstable' and go on
+    report                 : true,   // archive (and publish) the GPU capacity page
 ]
 
 @Field final Map TYPES = [
     kubeconfigCredentialsId: 'string', webhookCredentialsId: 'string', onShortage: ['fail', 'unstable'],
+    report: 'boolean',
 ]
 
 Map call(Map config = [:]) {
@@ -41,8 +43,9 @@ Map call(Map config = [:]) {
         credentials.add([type: 'string', id: step.webhookCredentialsId,
                          variable: cli.webhook_url_env ?: 'GPUOPS_WEBHOOK_URL'])
     }
+    Map report = step.report ? [dir: "gpuops-reports/${STEP_NAME}", page: 'capacity.html', title: 'GPU capacity'] : [:]
     Map outcome = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials,
-                             allowCategories: ['gate-refused'])
+                             allowCategories: ['gate-refused'], report: report)
     if (!outcome.ok) {
         String text = CliContract.errorText(STEP_NAME, outcome.error)
         if (step.onShortage == 'unstable') {

@@ -1,6 +1,7 @@
 import groovy.transform.Field
 import org.gpuops.CliContract
 import org.gpuops.EnvBindings
+import org.gpuops.Reports
 import org.gpuops.Shell
 import org.gpuops.StepConfig
 
@@ -15,11 +16,12 @@ import org.gpuops.StepConfig
     environment    : [:],   // plain, non-secret environment variables, e.g. [GPUOPS_OUTPUT: 'json']
     cli            : null,  // CLI location; unset: env GPUOPS_CLI, else 'gpuops' on PATH
     allowCategories: [],    // error categories returned as [ok: false, ...] instead of failing the build
+    report         : [:],   // HTML report to archive and publish: [dir:, page:, title:] (empty: none)
 ]
 
 @Field final Map TYPES = [
     stepName: 'string', command: 'list<string>', params: 'map', credentials: 'list<map>',
-    environment: 'map', cli: 'string', allowCategories: 'list<string>',
+    environment: 'map', cli: 'string', allowCategories: 'list<string>', report: 'map',
 ]
 
 @Field final List REQUIRED = ['stepName', 'command']
@@ -38,6 +40,7 @@ Map call(Map config = [:]) {
         script = Shell.commandScript(cfg.cli, cfg.command)
         credentials = EnvBindings.credentials(cfg.credentials)
         environment = EnvBindings.environment(cfg.environment)
+        cfg.report = Reports.resolve(cfg.report, cfg.params)
     } catch (IllegalArgumentException e) {
         error("[${stepName}] gpuopsExec: ${e.message} (invalid-input)")
     }
@@ -56,7 +59,26 @@ Map call(Map config = [:]) {
             status = sh(script: script, returnStatus: true)
         }
     }
+    if (cfg.report) {
+        keepReport(stepName, cfg.report)
+    }
     return outcome(stepName, cfg.allowCategories, status, files)
+}
+
+// Archives the command's HTML report and, where the HTML Publisher plugin is installed,
+// publishes it on the build page; the report is there also when the command said no.
+void keepReport(String stepName, Map report) {
+    if (!fileExists("${report.dir}/${report.page}")) {
+        return
+    }
+    archiveArtifacts(artifacts: "${report.dir}/**".toString(), allowEmptyArchive: true, fingerprint: false)
+    try {
+        publishHTML(target: [reportDir: report.dir, reportFiles: report.page, reportName: report.title,
+                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
+    } catch (NoSuchMethodError e) {
+        echo("[${stepName}] ${report.title}: archived as ${report.dir}/${report.page} " +
+             '(install the HTML Publisher plugin to see it on the build page)')
+    }
 }
 
 // Fails unless the CLI is there and reports exactly this library's version.

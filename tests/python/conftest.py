@@ -1,10 +1,12 @@
 """Session fixtures shared by every Python test.
 
 Each lab component's fixtures live in a plugin module beside the tests that use them; they
-are loaded here (pytest only honours ``pytest_plugins`` in the top-level conftest).
+are loaded here (pytest only honours ``pytest_plugins`` in the top-level conftest), with
+``strict_outcomes``: under ``make test`` a skipped test fails the run.
 """
 
 pytest_plugins = [
+    "strict_outcomes",
     "integration.conftest_registry",
     "integration.conftest_agent",
     "integration.conftest_kube",

@@ -132,8 +132,8 @@ def _build_or_load(lab: Lab, api: Any, ref: str) -> tuple[Any, str]:
             image.tag(repo, tag)
             return api.images.get(ref), "cache"
         except Exception as exc:  # a damaged cache file: build instead
+            # the cache is shared ($GPUOPS_CACHE): never removed, only replaced by rename below
             log.warning("cached base image %s is unusable (%s); building", cached, exc)
-            cached.unlink(missing_ok=True)
     image, _ = api.images.build(
         fileobj=context, custom_context=True, tag=ref, rm=True, forcerm=True
     )

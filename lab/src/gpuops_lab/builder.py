@@ -206,7 +206,8 @@ def down(lab: Lab) -> None:
     _kill_leftovers(base)
     _delete_runc_state(base)
     _unmount_under(base)
-    _remove_empty_cgroups()
+    # Podman (cgroupfs manager) leaves empty libpod_parent[/conmon] cgroups in every
+    # hierarchy. They are shared by every Podman on the machine, not the lab's: kept.
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -218,27 +219,30 @@ def _under(path: str, base: Path) -> bool:
 _OURS = frozenset({"podman", "conmon", "runc"})
 
 
+def works_on(pid: int, base: Path) -> bool:
+    """Whether ``pid`` is Podman, conmon or runc with ``base`` (the lab's builder dir) on its
+    command line: the name alone proves nothing."""
+    if pid == os.getpid():
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return Path(argv[0].decode(errors="replace")).name in _OURS and any(
+        str(base).encode() in arg for arg in argv
+    )
+
+
 def processes_under(base: Path) -> list[int]:
     """Pids of Podman, conmon or runc working on ``base`` (containers: see runc state)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if Path(argv[0].decode(errors="replace")).name in _OURS and any(
-            str(base).encode() in arg for arg in argv
-        ):
-            found.append(int(entry.name))
-    return [pid for pid in found if proc.alive(pid)]
+    found = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+    return [pid for pid in found if works_on(pid, base) and proc.alive(pid)]
 
 
 def _kill_leftovers(base: Path) -> None:
     for pid in processes_under(base):
         log.info("killing leftover lab process %d", pid)
-        proc.stop_pid(pid, timeout=2)
+        proc.stop_process(pid, lambda p: works_on(p, base), timeout=2)
 
 
 def _delete_runc_state(base: Path) -> None:
@@ -258,17 +262,6 @@ def _delete_runc_state(base: Path) -> None:
                 timeout=30,
                 check=False,
             )
-
-
-def _remove_empty_cgroups() -> None:
-    """Podman (cgroupfs manager) leaves ``libpod_parent[/conmon]`` in every hierarchy.
-
-    rmdir only removes a cgroup without processes and children, so one still in use by
-    another lab stays."""
-    for parent in Path("/sys/fs/cgroup").glob("*/libpod_parent"):
-        for cgroup in (parent / "conmon", parent):
-            with contextlib.suppress(OSError):
-                cgroup.rmdir()
 
 
 def mounts_under(base: Path) -> list[str]:

@@ -8,7 +8,16 @@ from pathlib import Path
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops_lab import COMPONENTS, Lab, LabConfig, default_lab_dir, parse_components
+from gpuops.cli.types import Integer, Text
+from gpuops_lab import (
+    COMPONENTS,
+    LAB_DIR_ENV,
+    Lab,
+    LabConfig,
+    default_lab_dir,
+    lab_dir_value,
+    parse_components,
+)
 from gpuops_lab.spec import DEFAULT_HOSTS
 
 
@@ -20,11 +29,12 @@ def lab() -> None:
 _dir_option = click.option(
     "--dir",
     "lab_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=Text("path", lambda v: lab_dir_value(v, "--dir / lab_dir"), empty=True),
     default=default_lab_dir,
-    envvar="GPUOPS_LAB_DIR",
+    envvar=LAB_DIR_ENV,
     show_default="$GPUOPS_LAB_DIR or /tmp/gpuops-lab",
-    help="Where the lab keeps its state, logs and data.",
+    help="The lab's directory: 'up' creates and marks it; other commands act only on a "
+    "directory 'up' marked.",
 )
 
 
@@ -32,33 +42,34 @@ _dir_option = click.option(
 @_dir_option
 @click.option(
     "--components",
+    type=Text("components", parse_components),
     default="all",
     show_default=True,
     help=f"Comma-separated subset of: {', '.join(COMPONENTS)}.",
 )
 @click.option(
     "--hosts",
-    type=click.IntRange(1, 500),
+    type=Integer(1, 500),
     default=DEFAULT_HOSTS,
     show_default=True,
     help="SSH GPU hosts in the fleet (each also a kwok node).",
 )
 @click.option(
     "--extra-nodes",
-    type=click.IntRange(0, 20000),
+    type=Integer(0, 20000),
     default=0,
     show_default=True,
     help="Synthetic kwok GPU nodes beyond the fleet (scale tests).",
 )
 @click.option("--registry-auth", is_flag=True, help="Registry with htpasswd auth and TLS.")
 def up(
-    lab_dir: Path, components: str, hosts: int, extra_nodes: int, registry_auth: bool
+    lab_dir: Path, components: list[str], hosts: int, extra_nodes: int, registry_auth: bool
 ) -> Outcome:
     """Start the lab (idempotent: running components are kept)."""
     config = LabConfig(
         dir=lab_dir, hosts=hosts, extra_nodes=extra_nodes, registry_auth=registry_auth
     )
-    result = Lab(config).up(parse_components(components))
+    result = Lab(config).up(components)
     return Outcome(result, _render(result))
 
 
@@ -67,6 +78,8 @@ def up(
 def down(lab_dir: Path) -> Outcome:
     """Stop the lab and remove every process, namespace, mount and file it made."""
     result = Lab(LabConfig(dir=lab_dir)).down()
+    if not result["stopped"]:
+        return Outcome(result, f"no lab in {result['dir']}: nothing to do")
     return Outcome(result, f"lab in {result['dir']} is down")
 
 

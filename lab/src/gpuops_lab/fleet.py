@@ -16,7 +16,6 @@ time out), :func:`set_gpu_state` (driver, nouveau, kernel headers of a host).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -128,36 +127,47 @@ def down(lab: Lab) -> None:
     prefix = netns.prefix_for(lab.dir)
     pids = lab.dir / "pids"
     names = sorted(p.stem for p in pids.glob("fleet-*.pid")) if pids.is_dir() else []
-    running = [p for p in (proc.pid_of(n, lab.dir) for n in names) if p is not None]
-    for pid in running:  # sshd (the hosts' init) handles SIGTERM; unshare ignores it
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
+    # sshd (the hosts' init) handles SIGTERM; unshare ignores it. Only processes recorded
+    # at spawn and still the same (start time, command line) are signalled.
+    running = [p for p in (proc.signal_named(n, lab.dir, signal.SIGTERM) for n in names) if p]
     deadline = time.monotonic() + 5
     while any(proc.alive(p) for p in running) and time.monotonic() < deadline:
         time.sleep(0.02)
     for name in names:
         proc.stop(name, lab.dir, timeout=2)
-    netns.kill(_lab_processes(fdir, prefix))  # ssh ControlPersist masters, ProxyCommands
+    needles = _needles(fdir, prefix)  # ssh ControlPersist masters, ProxyCommands
+    netns.kill(_lab_processes(needles), lambda pid: _is_lab_process(pid, needles))
     netns.destroy(prefix)
     shutil.rmtree(fdir, ignore_errors=True)
 
 
-def _lab_processes(fdir: Path, prefix: str) -> list[int]:
+def _needles(fdir: Path, prefix: str) -> tuple[bytes, ...]:
+    """What only this lab's ssh clients carry on their command line: its fleet dir, its
+    network namespaces."""
+    return (str(fdir).encode() + b"/", f"/run/netns/{prefix}-".encode())
+
+
+def _is_lab_process(pid: int, needles: tuple[bytes, ...]) -> bool:
+    """An ssh, nc or nsenter whose command line names this lab's files or namespaces (the
+    name alone proves nothing)."""
+    if pid == os.getpid():
+        return False
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() not in ("ssh", "nc", "nsenter"):
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return any(n in cmdline for n in needles)
+
+
+def _lab_processes(needles: tuple[bytes, ...]) -> list[int]:
     """ssh clients the lab's configs started (ControlPersist masters, ProxyCommands)."""
-    needles = (str(fdir).encode() + b"/", f"/run/netns/{prefix}-".encode())
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if (entry / "comm").read_text().strip() not in ("ssh", "nc", "nsenter"):
-                continue
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(n in cmdline for n in needles):
-            found.append(int(entry.name))
-    return found
+    return [
+        int(e.name)
+        for e in Path("/proc").iterdir()
+        if e.name.isdigit() and _is_lab_process(int(e.name), needles)
+    ]
 
 
 def status(lab: Lab) -> dict[str, Any]:
@@ -203,22 +213,22 @@ def _boot(lab: Lab, name: str, link: netns.Link) -> int:
 def _spawn(name: str, argv: list[str], lab_dir: Path) -> int:
     """:func:`proc.spawn` (same log and pid files) via posix_spawn: a fleet of 50 starts
     without forking the Python process 50 times."""
-    (lab_dir / "pids").mkdir(parents=True, exist_ok=True)
-    (lab_dir / "logs").mkdir(parents=True, exist_ok=True)
-    log_file = str(lab_dir / "logs" / f"{name}.log")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    pid = os.posix_spawn(
-        argv[0],
-        argv,
-        dict(os.environ),
-        setsid=True,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, log_file, flags, 0o644),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ],
-    )
-    (lab_dir / "pids" / f"{name}.pid").write_text(f"{pid}\n")
+    log_fd = proc.open_log(lab_dir, name)  # never through a symlink
+    try:
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            dict(os.environ),
+            setsid=True,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                (os.POSIX_SPAWN_DUP2, log_fd, 2),
+            ],
+        )
+    finally:
+        os.close(log_fd)
+    proc.record(name, lab_dir, pid, argv)
     return pid
 
 
@@ -300,9 +310,8 @@ def stop_sshd(lab: Lab, name: str) -> None:
     _host(lab, name)
     pid = proc.pid_of(_pidname(name), lab.dir)
     init = _init_pid(lab, name)
-    if init is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(init, signal.SIGTERM)
+    if init is not None:  # still the child of the host's recorded unshare when signalled
+        proc.signal_if(init, signal.SIGTERM, lambda p: _init_pid(lab, name) == p)
     if pid is not None:
         proc.wait_for(lambda: not proc.alive(pid), f"stopping lab host {name}", timeout=10)
     proc.stop(_pidname(name), lab.dir, timeout=2)

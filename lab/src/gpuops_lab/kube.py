@@ -148,8 +148,22 @@ class NodeSpec:
         }
 
 
-def gpu_labels(model: str, driver: str, gpus: int = 8) -> dict[str, str]:
-    """Node labels as GPU feature discovery (and our ``accelerator`` class label) set them."""
+#: Who labels a node with its driver version: ``gpu-driver`` is the operators' own label
+#: (S-30), ``gfd`` GPU feature discovery's current ``nvidia.com/cuda.driver-version.*``,
+#: ``gfd-legacy`` its older ``nvidia.com/cuda.driver.*`` (which real GFD still sets).
+DRIVER_LABELS: tuple[str, ...] = ("gpu-driver", "gfd", "gfd-legacy")
+DEFAULT_DRIVER_LABELS: tuple[str, ...] = ("gpu-driver", "gfd-legacy")
+
+
+def gpu_labels(
+    model: str,
+    driver: str,
+    gpus: int = 8,
+    *,
+    driver_labels: Sequence[str] = DEFAULT_DRIVER_LABELS,
+) -> dict[str, str]:
+    """Node labels as GPU feature discovery (and our ``accelerator`` class label) set them;
+    ``driver_labels`` picks which of :data:`DRIVER_LABELS` carry the driver version."""
     if model not in GPU_MODELS:
         raise InvalidInput(
             f"unknown GPU model {model!r}", hint=f"choose from {', '.join(sorted(GPU_MODELS))}"
@@ -160,10 +174,12 @@ def gpu_labels(model: str, driver: str, gpus: int = 8) -> dict[str, str]:
     gm = GPU_MODELS[model]
     family = _FAMILY[gm.compute_cap]
     compute_major, compute_minor = gm.compute_cap.split(".")
+    unknown = sorted(set(driver_labels) - set(DRIVER_LABELS))
+    if unknown:
+        raise InvalidInput(f"unknown driver label kind(s) {unknown}; choose from {DRIVER_LABELS}")
     cuda_major, cuda_minor = cuda_version(driver).split(".")
-    return {
+    labels = {
         "accelerator": f"nvidia-{gm.key}",
-        "gpu-driver": driver,
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.product": gm.name.replace(" ", "-"),
         "nvidia.com/gpu.count": str(gpus),
@@ -173,12 +189,29 @@ def gpu_labels(model: str, driver: str, gpus: int = 8) -> dict[str, str]:
         "nvidia.com/gpu.compute.minor": compute_minor,
         "nvidia.com/gpu.machine": "SYS-821GE-TNHR" if family == "hopper" else "DGXA100",
         "nvidia.com/mig.capable": "true" if gm.mig else "false",
-        "nvidia.com/cuda.driver.major": parts[0],
-        "nvidia.com/cuda.driver.minor": parts[1],
-        "nvidia.com/cuda.driver.rev": parts[2],
         "nvidia.com/cuda.runtime.major": cuda_major,
         "nvidia.com/cuda.runtime.minor": cuda_minor,
     }
+    if "gpu-driver" in driver_labels:
+        labels["gpu-driver"] = driver
+    if "gfd" in driver_labels:
+        labels.update(
+            {
+                "nvidia.com/cuda.driver-version.full": driver,
+                "nvidia.com/cuda.driver-version.major": parts[0],
+                "nvidia.com/cuda.driver-version.minor": parts[1],
+                "nvidia.com/cuda.driver-version.revision": parts[2],
+            }
+        )
+    if "gfd-legacy" in driver_labels:
+        labels.update(
+            {
+                "nvidia.com/cuda.driver.major": parts[0],
+                "nvidia.com/cuda.driver.minor": parts[1],
+                "nvidia.com/cuda.driver.rev": parts[2],
+            }
+        )
+    return labels
 
 
 def gpu_node(
@@ -190,12 +223,13 @@ def gpu_node(
     faulty: bool = False,
     labels: Mapping[str, str] | None = None,
     taints: Sequence[Taint] = (),
+    driver_labels: Sequence[str] = DEFAULT_DRIVER_LABELS,
 ) -> NodeSpec:
     """A GPU node; a ``faulty`` one (a card with uncorrected ECC errors) offers one GPU less,
     as the NVIDIA device plugin does when it marks a device unhealthy."""
     return NodeSpec(
         name=name,
-        labels={**gpu_labels(model, driver, gpus), **(labels or {})},
+        labels={**gpu_labels(model, driver, gpus, driver_labels=driver_labels), **(labels or {})},
         gpus=gpus,
         allocatable_gpus=gpus - 1 if faulty else gpus,
         taints=taints,
@@ -434,14 +468,16 @@ def ensure_binaries(lab: Lab) -> Path:
     script = repo_root() / "scripts" / "build-kube.sh"
     log.warning("building Kubernetes binaries (%s missing); a cold build takes long", missing)
     build_log = lab.dir / "logs" / "kube-build.log"
-    build_log.parent.mkdir(parents=True, exist_ok=True)
-    with build_log.open("ab") as out:
+    out = proc.open_log(lab.dir, "kube-build")  # never through a symlink
+    try:
         rc = subprocess.call(
             ["bash", str(script)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "GPUOPS_CACHE": str(lab.config.cache)},
         )
+    finally:
+        os.close(out)
     if rc != 0:
         raise OperationFailed(f"scripts/build-kube.sh failed (exit {rc})", hint=f"see {build_log}")
     return bins

@@ -16,11 +16,12 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuops.errors import OperationFailed
+from gpuops_lab import proc
 
 log = logging.getLogger(__name__)
 
@@ -119,22 +120,23 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+def _in_namespaces(names: Iterable[str]) -> Callable[[int], bool]:
+    inodes = {i for i in (_inode(NETNS_DIR / n) for n in names) if i is not None}
+    return lambda pid: _inode(Path(f"/proc/{pid}/ns/net")) in inodes
+
+
 def pids_in(names: Iterable[str]) -> list[int]:
     """Processes whose network namespace is one of ``names``."""
-    inodes = {i for i in (_inode(NETNS_DIR / n) for n in names) if i is not None}
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _inode(entry / "ns" / "net") in inodes:
-            found.append(int(entry.name))
-    return found
+    inside = _in_namespaces(names)
+    return [
+        int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and inside(int(e.name))
+    ]
 
 
-def kill(pids: Iterable[int], timeout: float = 5.0) -> None:
-    """SIGKILL ``pids`` (lab processes only) and wait until they are gone."""
-    pids = list(pids)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+def kill(pids: Iterable[int], ours: Callable[[int], bool], timeout: float = 5.0) -> None:
+    """SIGKILL each of ``pids`` that ``ours`` still proves is a lab process (checked through a
+    pidfd, so a pid reused meanwhile is left alone) and wait until they are gone."""
+    pids = [pid for pid in pids if proc.signal_if(pid, signal.SIGKILL, ours)]
     deadline = time.monotonic() + timeout
     for pid in pids:
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
@@ -157,7 +159,7 @@ def destroy(prefix: str) -> None:
     names = existing(prefix)
     if not names:
         return
-    kill(pids_in(names))
+    kill(pids_in(names), _in_namespaces(names))
     _ip_batch([f"netns del {n}" for n in names], force=True)
     left = existing(prefix)
     if left:

@@ -277,7 +277,7 @@ def ensure_local(lab: Lab) -> str:
                 log.warning("%s did not hold %s; building", cached, name)
             except OperationFailed as exc:
                 log.warning("cached %s is unusable (%s); building", cached, exc)
-            cached.unlink(missing_ok=True)
+            # the cache is shared ($GPUOPS_CACHE): never removed, only replaced by rename
         _build_into_cache(lab, cached)
         _podman(lab, "load", "-i", str(cached))
         if not _exists(lab, name):

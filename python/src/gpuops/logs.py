@@ -11,10 +11,29 @@ SECRET_ENV = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|_KEY$|APIKEY|WEBHOOK_URL
 _MIN_SECRET_LEN = 4
 
 
+#: Secrets met while running that no variable name announces: the value of the variable a
+#: ``--webhook-url-env`` names, the credentials of the kubeconfig user in use.
+_KNOWN: set[str] = set()
+
+
+def remember_secret(value: object) -> None:
+    """Redact ``value`` (and, for a structure, every string in it) from every message and log
+    line of this process from now on."""
+    if isinstance(value, str):
+        if len(value) >= _MIN_SECRET_LEN:
+            _KNOWN.add(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            remember_secret(item)
+    elif isinstance(value, list):
+        for item in value:
+            remember_secret(item)
+
+
 def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     values = {v for k, v in env.items() if SECRET_ENV.search(k) and len(v) >= _MIN_SECRET_LEN}
-    return sorted(values, key=len, reverse=True)
+    return sorted(values | _KNOWN, key=len, reverse=True)
 
 
 def redact(text: str, secrets: list[str]) -> str:
@@ -31,13 +50,20 @@ class RedactingFilter(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            record.msg = redact(record.getMessage(), self.secrets)
+        secrets = sorted({*self.secrets, *_KNOWN}, key=len, reverse=True)
+        if secrets:
+            record.msg = redact(record.getMessage(), secrets)
             record.args = None
         return True
 
 
 def configure_logging(debug: bool) -> None:
+    """gpuops' own log lines go to stderr, redacted. Libraries that log through the root
+    logger (the Kubernetes client logs a failing kubeconfig exec plugin's error text with
+    ``logging.error``) are not shown: without a handler there, Python would print them."""
+    top = logging.getLogger()
+    if not top.handlers:
+        top.addHandler(logging.NullHandler())
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter(secret_values()))

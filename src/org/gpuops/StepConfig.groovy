@@ -61,7 +61,7 @@ class StepConfig implements Serializable {
             case 'int':
                 return integer(key, value)
             case 'boolean':
-                return ofType(key, value, Boolean, 'true or false')
+                return ofType(key, value, Boolean, 'a Boolean')
             case 'string':
                 return ofType(key, value, CharSequence, 'a String').toString()
             case 'map':

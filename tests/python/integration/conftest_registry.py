@@ -163,7 +163,7 @@ def start_registry_lab(lab_dir: Path, *, auth: bool) -> RegistryLab:
 
 
 def _session_lab(tmp: pytest.TempPathFactory, name: str, auth: bool) -> Iterator[RegistryLab]:
-    rlab = start_registry_lab(tmp.mktemp(name), auth=auth)
+    rlab = start_registry_lab(tmp.mktemp(name) / "lab", auth=auth)
     try:
         yield rlab
     finally:

@@ -32,12 +32,39 @@ def short_lab_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="gol-", dir="/tmp")) / "lab"
 
 
+#: What the fleet needs on this machine, and the Debian package that has it (scripts/setup.sh).
+FLEET_TOOLS = {
+    "sshd": "openssh-server",
+    "ssh": "openssh-client",
+    "nc": "netcat-openbsd",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "ip": "iproute2",
+}
+
+
+def missing_fleet_tools() -> list[str]:
+    return [
+        f"{tool} (Debian package {package})"
+        for tool, package in FLEET_TOOLS.items()
+        if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists()
+    ]
+
+
 def need_root_tools() -> None:
+    """Fail (never skip) when the fleet cannot start here: a skipped fleet test is not a pass."""
     if os.geteuid() != 0:
-        pytest.skip("the lab fleet needs root (network namespaces, mounts)")
-    for tool in ("sshd", "ssh", "nc", "nsenter", "unshare", "ip"):
-        if not shutil.which(tool) and not Path(f"/usr/sbin/{tool}").exists():
-            pytest.skip(f"the lab fleet needs {tool} (scripts/setup-system.sh)")
+        pytest.fail(
+            "the lab fleet needs root (network namespaces, mounts): run the tests as root, "
+            "as make test does on the CI machine",
+            pytrace=False,
+        )
+    missing = missing_fleet_tools()
+    if missing:
+        pytest.fail(
+            f"the lab fleet needs {', '.join(missing)}: run scripts/setup.sh system",
+            pytrace=False,
+        )
 
 
 @dataclass

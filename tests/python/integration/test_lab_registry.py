@@ -198,7 +198,7 @@ def _listening(port: int) -> bool:
 
 
 def test_down_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:
-    rlab = start_registry_lab(tmp_path_factory.mktemp("downlab"), auth=True)
+    rlab = start_registry_lab(tmp_path_factory.mktemp("downlab") / "lab", auth=True)
     lab = rlab.lab
     port = int(rlab.registry["port"])
     try:

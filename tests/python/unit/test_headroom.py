@@ -143,7 +143,8 @@ def test_total_reserve() -> None:
     nodes = [node("a")]
     assert check(nodes, [], shape(2, pods=3), Policy(reserve=2)).fits
     r = check(nodes, [], shape(2, pods=3), Policy(reserve=3))
-    assert not r.fits and r.pods_placeable == 4
+    # the nodes take 4, but only 2 keep the reserve of 3 free (8 - 2 x 2 = 4 >= 3)
+    assert not r.fits and r.pods_placeable == 2 and r.pods_placeable_on_nodes == 4
     assert r.shortages == [
         f"total reserve: 8 {GPU} free, 6 needed would leave 2, below the reserve of 3"
     ]
@@ -570,3 +571,29 @@ def test_continue_token_is_read_from_the_page_head_only() -> None:
     assert _continue_token(page) == "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"
     last = b'{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[{"continue":"no"}]}'
     assert _continue_token(last) == ""
+
+
+def test_pods_placeable_honours_the_quota_as_the_api_server_admits() -> None:
+    """Issue 8: 4 GPUs of quota left, 16 free, 2 x 4 asked: refused, and 1 pod placeable
+    (the API server admits 1), not 4; the per-class numbers still say what the nodes hold."""
+    nodes = [node("a"), node("b")]
+    q = [QuotaLimit("gpus", f"requests.{GPU}", hard=4, used=0)]
+    r = check(nodes, [], shape(4, pods=2), quotas=q)
+    assert not r.fits
+    assert r.pods_placeable == 1
+    assert r.to_dict()["pods_placeable_on_nodes"] == 4
+    assert r.classes[0].pods_placeable == 4
+    pods_q = [QuotaLimit("count", "pods", hard=5, used=3)]
+    assert check(nodes, [], shape(1, pods=3), quotas=pods_q).pods_placeable == 2
+    both = [*q, *pods_q]
+    assert check(nodes, [], shape(1, pods=3), quotas=both).pods_placeable == 2
+    assert check(nodes, [], shape(2, pods=3), quotas=both).pods_placeable == 2
+    assert check(nodes, [], shape(4, pods=1), quotas=q).fits
+
+
+def test_pods_placeable_honours_the_total_reserve() -> None:
+    nodes = [node("a"), node("b")]  # 16 free
+    r = check(nodes, [], shape(4, pods=3), Policy(reserve=8))
+    assert not r.fits and r.pods_placeable == 2  # 16 - 2 x 4 = 8 stay free
+    assert check(nodes, [], shape(4, pods=2), Policy(reserve=8)).fits
+    assert check(nodes, [], shape(4, pods=1), Policy(reserve=20)).pods_placeable == 0

@@ -2,7 +2,7 @@
 
 - ``gpuops --version``, ``--help`` and ``describe`` import no Kubernetes, Docker, Ansible,
   Jenkins or report library (the Groovy runner's version check runs before every step);
-- every option of every product command has a gpuops type (so the params file is checked
+- every option of every command (the lab's too) has a gpuops type (so the params file is checked
   against its JSON kinds), and the Jenkins library's copy of ``gpuops describe`` and the
   steps' help pages are what the CLI says (``scripts/step-docs.py --check``).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 import pytest
 
-from gpuops.cli.main import COMMANDS, cli
+from gpuops.cli.main import COMMANDS, cli, plugin_commands
 from gpuops.cli.types import GpuOpsType
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -54,9 +54,10 @@ def test_start_imports_no_heavy_library(argv: list[str]) -> None:
 
 
 def _leaf_commands() -> list[tuple[str, click.Command]]:
+    """Every leaf command: the product's and those installed distributions add (``lab``)."""
     ctx = click.Context(cli)
     out = []
-    for name in COMMANDS:
+    for name in sorted({*COMMANDS, *plugin_commands()}):
         command = cli.get_command(ctx, name)
         if isinstance(command, click.Group):
             out += [(f"{name} {sub}", command.commands[sub]) for sub in command.commands]

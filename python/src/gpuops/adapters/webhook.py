@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuops.errors import InvalidInput
+from gpuops.logs import remember_secret
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,9 @@ class Delivery:
 
 def webhook_url(env_name: str) -> str | None:
     """The URL in ``$env_name``, None when unset or empty; InvalidInput if not http(s)."""
-    url = os.environ.get(env_name, "").strip()
+    raw = os.environ.get(env_name, "")
+    remember_secret(raw)  # whatever the variable's name, its value is never shown
+    url = raw.strip()
     if not url:
         return None
     try:

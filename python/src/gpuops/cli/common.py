@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuops.cli.types import Text
-from gpuops.core.kubeinput import dns_label
+from gpuops.errors import GpuOpsError, InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -18,13 +19,19 @@ def _path(value: str) -> str:
     return value
 
 
+def _namespace(value: str) -> str:
+    from gpuops.core.kubeinput import dns_label  # noqa: PLC0415 - only when a namespace is given
+
+    return dns_label(value, "namespace")
+
+
 def namespace_option(help_text: str, default: str = "default") -> Callable[[F], F]:
     return click.option(
         "-n",
         "--namespace",
         default=default,
         show_default=True,
-        type=Text("namespace", lambda v: dns_label(v, "namespace")),
+        type=Text("namespace", _namespace),
         help=help_text,
     )
 
@@ -32,10 +39,12 @@ def namespace_option(help_text: str, default: str = "default") -> Callable[[F], 
 def cluster_options(f: F) -> F:
     """``--kubeconfig`` and ``--context``, handed to the command as ``cluster`` (a
     :class:`gpuops.usecases.cluster.Cluster`)."""
-    from gpuops.usecases.cluster import Cluster  # noqa: PLC0415 - light, no client import
 
     @functools.wraps(f)
     def wrapper(*args: Any, kubeconfig: str | None, context: str | None, **kwargs: Any) -> Any:
+        # imported when the command runs: a group's other commands need no Kubernetes adapter
+        from gpuops.usecases.cluster import Cluster  # noqa: PLC0415
+
         return f(*args, cluster=Cluster(kubeconfig, context), **kwargs)
 
     wrapped = click.option(
@@ -47,3 +56,100 @@ def cluster_options(f: F) -> F:
         type=Text("path", _path),
         help="Kubeconfig file [env: KUBECONFIG; else ~/.kube/config, else in-cluster].",
     )(wrapped)
+
+
+def _report_dir(value: str) -> Path:
+    path = Path(value)
+    if path.exists() and (not path.is_dir() or path.is_symlink()):
+        raise InvalidInput(f"{value!r} exists and is not a directory")
+    return path
+
+
+def report_dir_option(what: str) -> Callable[[F], F]:
+    """``--report-dir``: also write the command's HTML report there (Jenkins archives it)."""
+    return click.option(
+        "--report-dir",
+        type=Text("path", _report_dir),
+        help=f"Also write the HTML report ({what}) and its stylesheet into this folder.",
+    )
+
+
+def write_report(
+    data: dict[str, Any], out: Path, kind: str, full: Callable[[], Mapping[str, Any]]
+) -> str:
+    """Render the ``kind`` page of ``full()`` into ``out``; record the outcome in
+    ``data["report"]``. A report that cannot be written is said beside the result and never
+    changes the command's verdict or exit code."""
+    from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
+
+    try:
+        written = reports.render(reports.ReportRequest(kind, out, out), result=full())
+    except GpuOpsError as exc:
+        data["report"] = {"status": "failed", "detail": exc.message}
+        return f"report not written: {exc.message}"
+    data["report"] = {"status": "written", **written.to_dict()}
+    return f"{kind} report: {written.written.page}"
+
+
+def env_name(value: str) -> str:
+    """The name of an environment variable (which holds a secret: never its value)."""
+    if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    if not value.replace("_", "a").isalnum():
+        raise InvalidInput(f"{value!r} is not an environment variable name")
+    return value
+
+
+def registry_options(f: F) -> F:
+    """``--plain-http``, ``--registry-ca`` and the credential variable names, handed to the
+    command as ``access`` (a :class:`gpuops.usecases.images.registryops.RegistryAccess`)."""
+    from gpuops.adapters.registry import PASSWORD_ENV, USERNAME_ENV  # noqa: PLC0415 - stdlib only
+
+    @functools.wraps(f)
+    def wrapper(
+        *args: Any,
+        plain_http: bool,
+        registry_ca: str | None,
+        registry_username_env: str,
+        registry_password_env: str,
+        **kwargs: Any,
+    ) -> Any:
+        from gpuops.usecases.images.registryops import RegistryAccess  # noqa: PLC0415
+
+        access = RegistryAccess(
+            plain_http, registry_ca, registry_username_env, registry_password_env
+        )
+        return f(*args, access=access, **kwargs)
+
+    options = [
+        click.option(
+            "--plain-http",
+            is_flag=True,
+            help="Talk plain HTTP to the registry (a loopback or lab registry); default: TLS.",
+        ),
+        click.option(
+            "--registry-ca",
+            envvar="GPUOPS_REGISTRY_CA",
+            type=Text("path", _path),
+            help="CA file (PEM) for the registry's TLS certificate [env: GPUOPS_REGISTRY_CA; "
+            "default: the system's CAs].",
+        ),
+        click.option(
+            "--registry-username-env",
+            default=USERNAME_ENV,
+            show_default=True,
+            type=Text("env", env_name),
+            help="Environment variable holding the registry user name.",
+        ),
+        click.option(
+            "--registry-password-env",
+            default=PASSWORD_ENV,
+            show_default=True,
+            type=Text("env", env_name),
+            help="Environment variable holding the registry password or token.",
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]

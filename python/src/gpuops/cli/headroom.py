@@ -6,14 +6,15 @@ Each command parses its options into typed input, calls one use case
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuops.adapters import webhook
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, namespace_option
-from gpuops.cli.types import Integer, Structured, Text
+from gpuops.cli.common import cluster_options, namespace_option, report_dir_option, write_report
+from gpuops.cli.types import Integer, Structured, Text, shown
 from gpuops.core import headroom as core
 from gpuops.core.kubeinput import (
     dns_subdomain,
@@ -43,15 +44,15 @@ _KINDS = {
 
 def _env_name(value: str) -> str:
     if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     if not value.replace("_", "a").isalnum():
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     return value
 
 
 def _link(value: str) -> str:
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
@@ -139,6 +140,7 @@ def headroom() -> None:
     is_flag=True,
     help="Add per-node rows (free, usable, reasons) to the result and the table.",
 )
+@report_dir_option("GPU capacity page (capacity.html)")
 def check(
     gpus_per_pod: int,
     pods: int,
@@ -154,6 +156,7 @@ def check(
     webhook_url_env: str,
     link: str | None,
     show_nodes: bool,
+    report_dir: Path | None,
 ) -> Outcome:
     """Does a workload shape fit now? Exit 3 (gate refused) when it does not."""
     from gpuops.render.headroom import headroom_table  # noqa: PLC0415
@@ -174,6 +177,10 @@ def check(
     result = outcome.result
     data = outcome.to_dict(with_nodes=show_nodes)
     text = headroom_table(result, with_nodes=show_nodes)
+    if report_dir is not None:
+        text += "\n" + write_report(
+            data, report_dir, "capacity", lambda: outcome.to_dict(with_nodes=True)
+        )
     if result.fits:
         return Outcome(data, text)
     if outcome.notification is not None and outcome.notification.status == "failed":
@@ -193,7 +200,7 @@ def parse_target(target: str) -> tuple[str, str]:
         kind, name = "pod", target
     if kind.lower() not in _KINDS:
         raise InvalidInput(
-            f"workload {target!r}: kind {kind!r} is not pod, deployment or job",
+            f"workload {shown(target)}: kind {shown(kind)} is not pod, deployment or job",
             hint="write pod/NAME, deployment/NAME, job/NAME or just the pod's NAME",
         )
     return _KINDS[kind.lower()], dns_subdomain(name, f"{_KINDS[kind.lower()]} name")

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 COMMANDS: dict[str, str] = {
     "describe": "gpuops.cli.describe:describe",
     "headroom": "gpuops.cli.headroom:headroom",
+    "report": "gpuops.cli.report:report",
+    "image": "gpuops.cli.image:image",
     "release": "gpuops.cli.release:release",
     "jenkins": "gpuops.cli.jenkins:jenkins",
 }
@@ -70,11 +72,23 @@ def plugin_commands() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in COMMANDS}
 
 
-def _load(target: str) -> click.Command:
+def _load(name: str, target: str) -> click.Command:
+    """Import the command group ``name`` from ``target``. A group that cannot be imported is
+    a broken installation (exit 1, naming it), not a bug of the command that was asked for."""
     module, _, attr = target.partition(":")
-    command = getattr(importlib.import_module(module), attr)
+    where = "gpuops" if name in COMMANDS else f"the distribution that adds it ({PLUGIN_GROUP})"
+    try:
+        command = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, SyntaxError) as exc:
+        raise OperationFailed(
+            f"the command group '{name}' cannot be loaded from {target}: {type(exc).__name__}",
+            hint=f"the installation is incomplete or broken: reinstall {where}",
+        ) from None
     if not isinstance(command, click.Command):
-        raise InternalError(f"{target} is not a click command")
+        raise OperationFailed(
+            f"the command group '{name}' from {target} is not a click command",
+            hint=f"reinstall {where}",
+        )
     return command
 
 
@@ -90,7 +104,7 @@ class RootGroup(GpuOpsGroup):
         target = COMMANDS.get(cmd_name) or plugin_commands().get(cmd_name)
         if target is None:
             return None
-        command = _load(target)
+        command = _load(cmd_name, target)
         self.commands[cmd_name] = command
         return command
 
@@ -165,10 +179,17 @@ def _check_writable(what: str, path: str | None) -> None:
     if not path:
         return
     parent = Path(path).parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    try:
+        usable = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+        # the temporary file beside it has a longer name: keep room for it
+        usable = usable and len(Path(path).name.encode()) + 16 <= os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # a name no directory can have (too long, ...)
+        usable = False
+    if not usable:
         env = RESULT_ENV if what == "result" else ERROR_ENV
         raise InvalidInput(
-            f"the {what} file {path} cannot be written: {parent} is not a writable directory",
+            f"the {what} file {path} cannot be written: {parent} is not a writable directory "
+            "or the name is too long",
             hint=f"point --{what}-file / ${env} into an existing, writable directory",
             field=f"{what}_file",
         )

@@ -11,53 +11,19 @@ Jenkins steps take their parameters from.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import click
 
+from gpuops.core.values import json_kind, shown
 from gpuops.errors import InvalidInput
 
-#: JSON kinds as ``gpuops describe`` names them, and the Python types json.loads gives them.
-_PY_KINDS: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-}
+__all__ = ["Choice", "GpuOpsType", "Integer", "Structured", "Text", "json_kind", "shown"]
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_TEXT = 4096
-
-
-def json_kind(value: Any) -> str:
-    """The JSON kind of a decoded value: string, integer, number, boolean, null, object, array."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    for kind, types in _PY_KINDS.items():
-        if isinstance(value, types):
-            return kind
-    return type(value).__name__
-
-
-def shown(value: Any, limit: int = 40) -> str:
-    """A value for an error message: short, one line, control characters escaped."""
-    if isinstance(value, str):
-        text = repr(value)
-    elif value is None or isinstance(value, bool | int | float):
-        text = json.dumps(value)
-    else:
-        text = f"a JSON {json_kind(value)}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class GpuOpsType(click.ParamType[Any]):

@@ -105,6 +105,7 @@ class HeadroomResult:
     shortages: list[str]
     plan: dict[str, int]
     nodes_total: int
+    pods_placeable_on_nodes: int = 0  # what the nodes take, before quota and total reserve
 
     @property
     def message(self) -> str:
@@ -127,6 +128,7 @@ class HeadroomResult:
             "pods": s.pods,
             "gpus_needed": s.needed,
             "pods_placeable": self.pods_placeable,
+            "pods_placeable_on_nodes": self.pods_placeable_on_nodes,
             "namespace": s.namespace,
             "placement": s.placement.to_dict(),
             "group_by": self.policy.group_by,
@@ -239,9 +241,10 @@ def check(
         c.reserve = policy.reserve_per_class.get(c.node_class, 0)
         c.pods_placeable = min(c.slots, max(0, c.free - c.reserve) // g)
     ordered = sorted(classes.values(), key=lambda c: c.node_class)
-    placeable = sum(c.pods_placeable for c in ordered)
+    on_nodes = sum(c.pods_placeable for c in ordered)
     free_total = sum(c.free for c in ordered)
-    shortages = _shortages(shape, policy, ordered, evaluated, placeable, free_total, quotas)
+    placeable = _admissible(shape, policy, on_nodes, free_total, quotas)
+    shortages = _shortages(shape, policy, ordered, evaluated, on_nodes, free_total, quotas)
     fits = not shortages
     plan = _plan(shape, ordered, evaluated) if fits else {}
     return HeadroomResult(
@@ -256,7 +259,27 @@ def check(
         shortages=shortages,
         plan=plan,
         nodes_total=len(nodes),
+        pods_placeable_on_nodes=on_nodes,
     )
+
+
+def _admissible(
+    shape: Shape,
+    policy: Policy,
+    on_nodes: int,
+    free_total: int,
+    quotas: Sequence[QuotaLimit],
+) -> int:
+    """How many pods of the shape could be created and placed now: what the nodes take, and
+    no more than the total reserve leaves, nor than the namespace's ResourceQuotas admit (the
+    API server refuses the pod that would exceed one)."""
+    g = shape.gpus_per_pod
+    caps = [on_nodes]
+    if policy.reserve:
+        caps.append(max(0, free_total - policy.reserve) // g)
+    for q in quotas:
+        caps.append(q.left // (g if q.resource.startswith("requests.") else 1))
+    return max(0, min(caps))
 
 
 def _class_line(c: ClassHeadroom, g: int, res: str) -> str:

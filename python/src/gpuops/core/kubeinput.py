@@ -20,6 +20,7 @@ from gpuops.core.kubemodel import (
     Requirement,
     Toleration,
 )
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -33,7 +34,7 @@ def dns_label(value: str, what: str) -> str:
     """A namespace name: RFC 1123 label, at most 63 characters."""
     if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise InvalidInput(
-            f"{what} {value!r} is not a valid name: lowercase letters, digits and '-', "
+            f"{what} {shown(value)} is not a valid name: lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters"
         )
     return value
@@ -43,7 +44,7 @@ def dns_subdomain(value: str, what: str) -> str:
     """An object name (pod, deployment, job): RFC 1123 subdomain, at most 253 characters."""
     if not isinstance(value, str) or len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise InvalidInput(
-            f"{what} {value!r} is not a valid name: lowercase letters, digits, '-' and '.', "
+            f"{what} {shown(value)} is not a valid name: lowercase letters, digits, '-' and '.', "
             "at most 253 characters"
         )
     return value
@@ -52,15 +53,16 @@ def dns_subdomain(value: str, what: str) -> str:
 def qualified_name(value: str, what: str) -> str:
     """A label key, taint key or resource name: ``[prefix/]name``."""
     if not isinstance(value, str):
-        raise InvalidInput(f"{what} {value!r} must be a string")
+        raise InvalidInput(f"{what} {shown(value)} must be a string")
     prefix, slash, name = value.rpartition("/")
     ok = bool(name) and len(name) <= 63 and bool(_NAME_PART.fullmatch(name))
     if slash:
         ok = ok and len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix))
     if not ok:
         raise InvalidInput(
-            f"{what} {value!r} is not a valid key: an optional DNS prefix and '/', then at most "
-            "63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            f"{what} {shown(value)} is not a valid key: an optional DNS prefix and '/', then "
+            "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+            "digit"
         )
     return value
 
@@ -72,7 +74,7 @@ def extended_resource(value: str, what: str) -> str:
     prefix, slash, _ = value.rpartition("/")
     if not slash or prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
         raise InvalidInput(
-            f"{what} {value!r} is not an extended resource name: it needs a domain prefix "
+            f"{what} {shown(value)} is not an extended resource name: it needs a domain prefix "
             "outside kubernetes.io, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb"
         )
     return value
@@ -81,7 +83,7 @@ def extended_resource(value: str, what: str) -> str:
 def label_value(value: str, what: str) -> str:
     if not isinstance(value, str) or len(value) > 63 or (value and not _NAME_PART.fullmatch(value)):
         raise InvalidInput(
-            f"{what} {value!r} is not a valid label value: at most 63 letters, digits, '-', "
+            f"{what} {shown(value)} is not a valid label value: at most 63 letters, digits, '-', "
             "'_' or '.', starting and ending with a letter or digit"
         )
     return value
@@ -94,7 +96,9 @@ def _json_or_none(value: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{text!r} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+        raise InvalidInput(
+            f"{shown(text)} is not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from None
 
 
 def parse_node_selector(value: str | Mapping[str, Any] | None) -> dict[str, str]:
@@ -111,32 +115,32 @@ def parse_node_selector(value: str | Mapping[str, Any] | None) -> dict[str, str]
                 key, eq, val = part.strip().partition("=")
                 if not eq or not key.strip():
                     raise InvalidInput(
-                        f"{what} {value!r}: {part.strip()!r} is not key=value",
+                        f"{what} {shown(value)}: {shown(part.strip())} is not key=value",
                         hint="write the selector as key=value,key2=value2 or a JSON object",
                     )
                 key, val = key.strip(), val.strip().removeprefix("=").strip()
                 if key in raw and raw[key] != val:
-                    raise InvalidInput(f"{what} {value!r} gives {key!r} two values")
+                    raise InvalidInput(f"{what} {shown(value)} gives {shown(key)} two values")
                 raw[key] = val
     if not isinstance(raw, Mapping):
-        raise InvalidInput(f"{what} must be key=value pairs or a JSON object, not {raw!r}")
+        raise InvalidInput(f"{what} must be key=value pairs or a JSON object, not {shown(raw)}")
     out: dict[str, str] = {}
     for key, val in raw.items():
         qualified_name(key, f"{what} key")
         if not isinstance(val, str):
-            raise InvalidInput(f"{what} value of {key!r} must be a string, not {val!r}")
-        out[key] = label_value(val, f"{what} value of {key!r}")
+            raise InvalidInput(f"{what} value of {shown(key)} must be a string, not {shown(val)}")
+        out[key] = label_value(val, f"{what} value of {shown(key)}")
     return out
 
 
 def _toleration(doc: Any, what: str) -> Toleration:
     if not isinstance(doc, Mapping):
-        raise InvalidInput(f"{what} {doc!r} must be an object with key, operator, value, effect")
+        raise InvalidInput(
+            f"{what} {shown(doc)} must be an object with key, operator, value, effect"
+        )
     unknown = set(doc) - {"key", "operator", "value", "effect", "tolerationSeconds"}
     if unknown:
-        raise InvalidInput(
-            f"{what} {dict(doc)!r} has unknown field(s) {', '.join(sorted(unknown))}"
-        )
+        raise InvalidInput(f"{what} {shown(doc)} has unknown field(s) {shown(sorted(unknown))}")
     key = doc.get("key") or ""
     operator = doc.get("operator") or "Equal"
     val = doc.get("value") or ""
@@ -144,13 +148,17 @@ def _toleration(doc: Any, what: str) -> Toleration:
     if key:
         qualified_name(key, f"{what} key")
     if operator not in TOLERATION_OPERATORS:
-        raise InvalidInput(f"{what} operator {operator!r} must be one of {TOLERATION_OPERATORS}")
+        raise InvalidInput(
+            f"{what} operator {shown(operator)} must be one of {TOLERATION_OPERATORS}"
+        )
     if operator == "Exists" and val:
-        raise InvalidInput(f"{what} {dict(doc)!r}: operator Exists takes no value")
+        raise InvalidInput(f"{what} {shown(doc)}: operator Exists takes no value")
     if not key and operator != "Exists":
-        raise InvalidInput(f"{what} {dict(doc)!r}: an empty key needs operator Exists")
+        raise InvalidInput(f"{what} {shown(doc)}: an empty key needs operator Exists")
     if effect and effect not in TAINT_EFFECTS:
-        raise InvalidInput(f"{what} effect {effect!r} must be one of {', '.join(TAINT_EFFECTS)}")
+        raise InvalidInput(
+            f"{what} effect {shown(effect)} must be one of {', '.join(TAINT_EFFECTS)}"
+        )
     label_value(val, f"{what} value")
     return Toleration(key=key, operator=operator, value=val, effect=effect)
 
@@ -167,7 +175,7 @@ def _toleration_text(part: str, what: str) -> Toleration:
     if colon:
         doc["effect"] = effect.strip()
     if not doc["key"]:
-        raise InvalidInput(f"{what} {part!r} has no key", hint="write key=value:Effect")
+        raise InvalidInput(f"{what} {shown(part)} has no key", hint="write key=value:Effect")
     return _toleration(doc, what)
 
 
@@ -184,29 +192,31 @@ def parse_tolerations(value: str | list[Any] | None) -> tuple[Toleration, ...]:
     if isinstance(raw, Mapping):
         raw = [raw]
     if not isinstance(raw, list):
-        raise InvalidInput(f"tolerations must be a JSON list of objects, not {raw!r}")
+        raise InvalidInput(f"tolerations must be a JSON list of objects, not {shown(raw)}")
     return tuple(_toleration(doc, what) for doc in raw)
 
 
 def _requirement(doc: Any, what: str, *, field_ok: bool = False) -> Requirement:
     if not isinstance(doc, Mapping) or "key" not in doc or "operator" not in doc:
-        raise InvalidInput(f"{what} {doc!r} must be an object with key, operator, values")
+        raise InvalidInput(f"{what} {shown(doc)} must be an object with key, operator, values")
     key, op, values = doc["key"], doc["operator"], doc.get("values") or []
     if field_ok:
         if key != "metadata.name":
-            raise InvalidInput(f"{what} field {key!r}: only metadata.name is supported")
+            raise InvalidInput(f"{what} field {shown(key)}: only metadata.name is supported")
     else:
         qualified_name(key, f"{what} key")
     if op not in AFFINITY_OPERATORS:
-        raise InvalidInput(f"{what} operator {op!r} must be one of {', '.join(AFFINITY_OPERATORS)}")
+        raise InvalidInput(
+            f"{what} operator {shown(op)} must be one of {', '.join(AFFINITY_OPERATORS)}"
+        )
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise InvalidInput(f"{what} values of {key!r} must be a list of strings")
+        raise InvalidInput(f"{what} values of {shown(key)} must be a list of strings")
     if op in ("In", "NotIn") and not values:
-        raise InvalidInput(f"{what} {key!r} {op} needs at least one value")
+        raise InvalidInput(f"{what} {shown(key)} {op} needs at least one value")
     if op in ("Exists", "DoesNotExist") and values:
-        raise InvalidInput(f"{what} {key!r} {op} takes no values")
-    if op in ("Gt", "Lt") and (len(values) != 1 or not re.fullmatch(r"-?\d+", values[0])):
-        raise InvalidInput(f"{what} {key!r} {op} needs exactly one integer value")
+        raise InvalidInput(f"{what} {shown(key)} {op} takes no values")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not re.fullmatch(r"-?[0-9]{1,18}", values[0])):
+        raise InvalidInput(f"{what} {shown(key)} {op} needs exactly one integer value")
     return Requirement(key, op, tuple(values))
 
 
@@ -223,23 +233,30 @@ def parse_node_affinity(
     if isinstance(value, str):
         raw = _json_or_none(value)
         if raw is None:
-            raise InvalidInput(f"{what} {value!r} must be JSON (a list of nodeSelectorTerms)")
+            raise InvalidInput(f"{what} {shown(value)} must be JSON (a list of nodeSelectorTerms)")
     if isinstance(raw, Mapping):
-        raw = raw.get("nodeAffinity", raw)
-        raw = raw.get("requiredDuringSchedulingIgnoredDuringExecution", raw)
+        for key in ("nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+            raw = raw.get(key, raw)
+            if not isinstance(raw, Mapping):
+                raise InvalidInput(f"{what}: {key} must be an object, not {shown(raw)}")
         if "nodeSelectorTerms" not in raw:
-            raise InvalidInput(f"{what} object needs nodeSelectorTerms, got {dict(raw)!r}")
+            raise InvalidInput(f"{what} object needs nodeSelectorTerms, got {shown(raw)}")
         raw = raw["nodeSelectorTerms"]
     if not isinstance(raw, list):
-        raise InvalidInput(f"{what} must be a list of nodeSelectorTerms, not {raw!r}")
+        raise InvalidInput(f"{what} must be a list of nodeSelectorTerms, not {shown(raw)}")
     terms = []
     for term in raw:
         if not isinstance(term, Mapping) or set(term) - {"matchExpressions", "matchFields"}:
-            raise InvalidInput(f"{what} term {term!r} may hold only matchExpressions/matchFields")
+            raise InvalidInput(
+                f"{what} term {shown(term)} may hold only matchExpressions/matchFields"
+            )
+        exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+        if not isinstance(exprs, list) or not isinstance(fields, list):
+            raise InvalidInput(f"{what} term {shown(term)}: matchExpressions/matchFields are lists")
         terms.append(
             NodeSelectorTerm(
-                tuple(_requirement(r, what) for r in term.get("matchExpressions") or []),
-                tuple(_requirement(r, what, field_ok=True) for r in term.get("matchFields") or []),
+                tuple(_requirement(r, what) for r in exprs),
+                tuple(_requirement(r, what, field_ok=True) for r in fields),
             )
         )
     return tuple(terms)
@@ -257,23 +274,25 @@ def parse_class_counts(value: str | Mapping[str, Any] | None, what: str) -> dict
             for part in value.split(","):
                 key, eq, num = part.strip().partition("=")
                 if not eq or not key.strip():
-                    raise InvalidInput(f"{what} {value!r}: {part.strip()!r} is not class=number")
+                    raise InvalidInput(
+                        f"{what} {shown(value)}: {shown(part.strip())} is not class=number"
+                    )
                 raw[key.strip()] = num.strip()
     if not isinstance(raw, Mapping):
-        raise InvalidInput(f"{what} must be class=number pairs or a JSON object, not {raw!r}")
+        raise InvalidInput(f"{what} must be class=number pairs or a JSON object, not {shown(raw)}")
     out: dict[str, int] = {}
     for key, num in raw.items():
         label_value(key, f"{what} class")
-        if isinstance(num, str) and _DIGITS.fullmatch(num.strip()):
-            count = int(num.strip())
+        if isinstance(num, str) and _DIGITS.fullmatch(num):
+            count = int(num)
         elif isinstance(num, int) and not isinstance(num, bool):
             count = num
         else:
             count = -1
         if count < 0 or count > _MAX_COUNT:
             raise InvalidInput(
-                f"{what} for class {key!r} must be a whole number from 0 to {_MAX_COUNT}, "
-                f"not {num!r}"[:200]
+                f"{what} for class {shown(key)} must be a whole number from 0 to {_MAX_COUNT}, "
+                f"not {shown(num)}"
             )
         out[key] = count
     return out

@@ -45,7 +45,7 @@ _SUFFIXES: dict[str, Fraction] = {
 }
 _INT_SUFFIXES = {k: int(v) for k, v in _SUFFIXES.items() if len(k) == 2}
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
+    r"(?P<num>[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?[0-9]{1,3}))?"
 )
 
 
@@ -56,7 +56,7 @@ def parse_quantity(text: str | int | float, *, milli: bool = False) -> int:
     """
     if isinstance(text, bool):
         raise TypeError(f"{text!r} is not a quantity")
-    if isinstance(text, str):  # fast paths for what the API server writes most: "8", "100m"
+    if isinstance(text, str) and text.isascii():  # fast paths: what the API writes most
         if text.isdigit():
             return int(text) * 1000 if milli else int(text)
         if milli and text[-1:] == "m" and text[:-1].isdigit():
@@ -65,9 +65,11 @@ def parse_quantity(text: str | int | float, *, milli: bool = False) -> int:
         if mult and text[:-2].isdigit():
             return int(text[:-2]) * mult * (1000 if milli else 1)
     if isinstance(text, int | float):
+        if isinstance(text, float) and not math.isfinite(text):
+            raise ValueError(f"{text!r} is not a Kubernetes quantity")
         value = Fraction(text)
     else:
-        m = _QUANTITY.match(text.strip())
+        m = _QUANTITY.fullmatch(text)
         if not m:
             raise ValueError(f"{text!r} is not a Kubernetes quantity")
         value = Fraction(m["num"])

@@ -10,6 +10,7 @@ import org.junit.Test
 class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
     static final List<String> WORDS = ['headroom', 'check']
+    static final String REPORT_DIR = 'gpuops-reports/checkGpuHeadroom'
     static final Map FITS = [
         fits   : true,
         classes: ['nvidia-h800': [allocatable: 16, requested: 10, free: 6, nodes_usable: 2]],
@@ -35,7 +36,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
         assertEquals(FITS, result)
         assertEquals([VERSION_SCRIPT, "'gpuops' 'headroom' 'check'"], shCalls*.script)
-        assertEquals('the CLI supplies every default', [gpus_per_pod: 4], paramsOfLastCall())
+        assertEquals('the CLI supplies every default', [gpus_per_pod: 4, report_dir: REPORT_DIR], paramsOfLastCall())
         assertTrue('no credentials without credential ids', boundVariables.isEmpty())
         assertJobStatusSuccess()
     }
@@ -47,7 +48,8 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
 
         runStep('checkGpuHeadroom', [gpusPerPod: 4])
 
-        assertEquals([gpus_per_pod: 4, link: 'https://jenkins.example.invalid/job/release/42/'], paramsOfLastCall())
+        assertEquals([gpus_per_pod: 4, link: 'https://jenkins.example.invalid/job/release/42/', report_dir: REPORT_DIR],
+            paramsOfLastCall())
     }
 
     @Test
@@ -64,7 +66,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
         assertEquals([gpus_per_pod: '2', pods: 3, node_selector: [accelerator: 'nvidia-h800', zone: 'b'],
                       tolerations: tolerations, namespace: 'training', resource: 'nvidia.com/mig-1g.10gb',
                       reserve: 2, reserve_per_class: ['nvidia-l40s': 4], group_by: 'nvidia.com/gpu.product',
-                      show_nodes: true],
+                      show_nodes: true, report_dir: REPORT_DIR],
             paramsOfLastCall())
     }
 
@@ -186,6 +188,59 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
         options.each { Map option ->
             assertEquals(option.name, StepParams.cliName(StepParams.stepName(option.name)))
         }
+    }
+
+    @Test
+    void theCapacityPageIsArchivedAndPublishedAlsoOnShortage() {
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put("${REPORT_DIR}/capacity.html".toString(), '<!doctype html>')
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'headroom check', error: SHORTAGE_ERROR + [exit_code: 3], result: SHORT]))
+            return 3
+        }
+
+        runStep('checkGpuHeadroom', [gpusPerPod: 4, pods: 2, onShortage: 'unstable'])
+
+        assertEquals([[artifacts: "${REPORT_DIR}/**".toString(), allowEmptyArchive: true, fingerprint: false]],
+            archived)
+        assertEquals([[reportDir: REPORT_DIR, reportFiles: 'capacity.html', reportName: 'GPU capacity',
+                       keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true]], published)
+    }
+
+    @Test
+    void withoutTheHtmlPublisherPluginTheReportIsStillArchived() {
+        htmlPublisher = false
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put("${REPORT_DIR}/capacity.html".toString(), '<!doctype html>')
+            files.put(call.env.GPUOPS_RESULT_FILE, groovy.json.JsonOutput.toJson([ok: true, result: FITS]))
+            return 0
+        }
+
+        runStep('checkGpuHeadroom', [gpusPerPod: 4])
+
+        assertEquals(1, archived.size())
+        assertTrue(published.isEmpty())
+        assertTrue(echoed.toString(), echoed.any { it.contains("archived as ${REPORT_DIR}/capacity.html") })
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void noReportWhenTurnedOffOrWhenTheCliWroteNone() {
+        cliSucceeds(WORDS, FITS)
+
+        runStep('checkGpuHeadroom', [gpusPerPod: 4, report: false])
+        assertFalse(paramsOfLastCall().containsKey('report_dir'))
+        runStep('checkGpuHeadroom', [gpusPerPod: 4])
+        assertTrue('no page was written: nothing to archive', archived.isEmpty())
+    }
+
+    @Test
+    void aReportFolderOutsideTheWorkspaceIsRefused() {
+        ['../up', '/etc', 'a/../../b', 'x y', 'a/*'].each { String dir ->
+            String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 4, reportDir: dir])
+            assertTrue(message, message.startsWith('[checkGpuHeadroom] gpuopsExec: report folder'))
+        }
+        assertTrue(shCalls.isEmpty())
     }
 
 }

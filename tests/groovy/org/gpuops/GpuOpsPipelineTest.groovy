@@ -43,6 +43,12 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> checkouts = []
     /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
     String approver = 'release-manager'
+    /** Arguments of every archiveArtifacts / publishHTML call, and every echo. */
+    List<Map> archived = []
+    List<Map> published = []
+    List<String> echoed = []
+    /** false: the HTML Publisher plugin is not installed (publishHTML is no DSL method). */
+    boolean htmlPublisher = true
 
     protected final Map<String, Closure> shHandlers = [:]
     protected Script pipeline
@@ -228,6 +234,14 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         helper.registerAllowedMethod('unstable', [String]) { String message ->
             unstableMessages.add(message)
             updateBuildStatus('UNSTABLE')
+        }
+        helper.registerAllowedMethod('echo', [String]) { String message -> echoed.add(message) }
+        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(args) }
+        helper.registerAllowedMethod('publishHTML', [Map]) { Map args ->
+            if (!htmlPublisher) {
+                throw new NoSuchMethodError("No such DSL method 'publishHTML' found among steps")
+            }
+            published.add(args.target as Map)
         }
     }
 

@@ -172,7 +172,7 @@ class PromoteTagTest extends GpuOpsPipelineTest {
     void badParametersAreRefusedBeforeAnythingRuns() {
         Map<Map, String> cases = [
             ([tag: '1.4.0'])                                         : "parameter 'environment' is required",
-            ([environment: 'prod', tag: '1', checkout: 'yes'])       : "parameter 'checkout' must be true or false",
+            ([environment: 'prod', tag: '1', checkout: 'yes'])       : "parameter 'checkout' must be a Boolean",
             ([environment: 'prod', tag: '1', agentLabel: 7])         : "parameter 'agentLabel' must be a String",
             ([environment: 'prod', tag: '1', registryPassword: 'x']) : 'unknown parameter(s) registryPassword',
         ]

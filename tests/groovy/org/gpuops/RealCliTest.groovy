@@ -1,6 +1,7 @@
 package org.gpuops
 
 import static org.junit.Assert.assertEquals
+import static org.junit.Assert.assertFalse
 import static org.junit.Assert.assertTrue
 
 import java.util.concurrent.TimeUnit
@@ -65,6 +66,55 @@ current-context: lab
     }
 
     @Test
+    void aBadValueIsNamedAsTheStepParameterItCameIn() {
+        credentialStore.kube = [content: UNREACHABLE_KUBECONFIG]
+        Map<String, Map> cases = [
+            gpusPerPod     : [gpusPerPod: true],
+            pods           : [gpusPerPod: 2, pods: 4.7],
+            namespace      : [gpusPerPod: 2, namespace: 'default\n'],
+            resource       : [gpusPerPod: 2, resource: 'a'],
+            reservePerClass: [gpusPerPod: 2, reservePerClass: [a100: '4\n']],
+            webhookUrlEnv  : [gpusPerPod: 2, webhookUrlEnv: -1],
+        ]
+        cases.each { String key, Map config ->
+            shCalls.clear()
+
+            String message = runStepExpectingError('checkGpuHeadroom', config + [kubeconfigCredentialsId: 'kube'])
+
+            assertTrue(message, message.startsWith("[checkGpuHeadroom] ${key}: parameter "))
+            assertTrue(message, message.contains('(invalid-input)'))
+            assertEquals(message, [0, 2], shCalls*.status)  // refused before the (unreachable) cluster
+        }
+    }
+
+    @Test
+    void noKubeconfigSecretReachesTheBuildErrorOrTheLog() {
+        String canary = "canary${UUID.randomUUID().toString().replace('-', '')}"
+        credentialStore.kube = [content: """\
+apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:1"}}]
+users:
+- name: ci
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: /bin/sh
+      args: ["-c", "echo 'refresh-token ${canary} rejected' >&2; exit 1"]
+      interactiveMode: Never
+contexts: [{name: lab, context: {cluster: lab, user: ci}}]
+current-context: lab
+"""]
+
+        String message = runStepExpectingError('checkGpuHeadroom', [gpusPerPod: 1, kubeconfigCredentialsId: 'kube'])
+
+        // the client logs the plugin's failure (with its stderr) and goes on without a token
+        assertTrue(message, message ==~ /(?s)\[checkGpuHeadroom\] [^\n]*127\.0\.0\.1:1[^\n]* \(unreachable\)\n.*/)
+        assertNoCallCarries(canary)
+        shCalls.each { Map call -> assertFalse(call.output.toString(), call.output.toString().contains(canary)) }
+    }
+
+    @Test
     void theCliRejectsParameterNamesItDoesNotKnow() {
         String message = runStepExpectingError('gpuopsExec', [
             stepName: 'checkGpuHeadroom', command: ['headroom', 'check'], params: [gpus_per_pod: 1, gpu_count: 1]])
@@ -82,6 +132,34 @@ current-context: lab
         assertTrue(message,
             message.startsWith("[checkGpuHeadroom] the gpuops CLI was not found at '${env.GPUOPS_CLI}'"))
         assertTrue(message, message.contains("pip install gpuops==${LIBRARY_VERSION}"))
+    }
+
+    @Test
+    void theImageStepNamesAMissingContextByItsStepParameter() {
+        String message = runStepExpectingError('buildImage',
+            [image: '127.0.0.1:5000/team/app', context: 'no-such-dir', buildNumber: '1'])
+
+        assertTrue(message, message.startsWith('[buildImage] context: build context no-such-dir is not a directory'))
+        assertTrue(message, message.contains('(invalid-input)'))
+        assertEquals([0, 2], shCalls*.status)
+    }
+
+    @Test
+    void theImageStepKeepsTheRegistryPasswordOutOfScriptsOutputAndMessages() {
+        String secret = 'real-cli-registry-s3cret'
+        credentialStore.harbor = [username: 'ci', password: secret]
+        new File(workspace.root, 'Dockerfile').text = 'FROM 127.0.0.1:5000/lab/base:1\n'
+        env.DOCKER_HOST = "unix://${workspace.root}/no-daemon.sock".toString()
+
+        String message = runStepExpectingError('buildImage', [image: '127.0.0.1:5000/team/app', buildNumber: '1',
+            registryCredentialsId: 'harbor', dockerApiVersion: '1.41'])
+
+        assertTrue(message, message.startsWith("[buildImage] cannot reach the image builder at ${env.DOCKER_HOST}"))
+        assertTrue(message, message.contains('(unreachable)'))
+        assertEquals([0, 4], shCalls*.status)
+        assertNoCallCarries(secret)
+        assertTrue(shCalls.every { !it.output.contains(secret) })
+        assertFalse(message.contains(secret))
     }
 
     // ---- a real agent ---------------------------------------------------------------

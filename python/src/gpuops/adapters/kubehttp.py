@@ -1,0 +1,329 @@
+"""A lean HTTPS transport to one Kubernetes API server (``http.client`` and ``ssl``; plain
+HTTP too, for a kubeconfig whose server is ``http://``, as ``kubectl proxy`` serves).
+
+The official client's request path (model serialisation, urllib3 pool, response wrapping)
+costs CPU per call and its import costs more than a small cluster's whole LIST; gpuops
+sends plain paths and reads raw bytes, so it needs only this: one TLS context built from
+:class:`~gpuops.adapters.kubecreds.Credentials` (CA, client certificate, server name,
+verification), a small pool of keep-alive connections that threads share (the node and pod
+LISTs run side by side), the bearer token asked for on every request (so exec-plugin and
+service-account tokens refresh), connection retries like the official client's
+(``Retry(connect=2)``), and a proxy only where a kubeconfig names one (urllib3, as before).
+
+Transport failures become :class:`~gpuops.errors.Unreachable` worded here (never the
+library's text); HTTP statuses are the caller's to map.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpuops import __version__
+from gpuops.adapters.kubecreds import Credentials
+from gpuops.errors import InvalidInput, Unreachable
+
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 60.0
+#: sleeps before the retries of a failed connection (urllib3's backoff at factor 0.2)
+_CONNECT_RETRY_SLEEP_S = (0.0, 0.4)
+_USER_AGENT = f"gpuops/{__version__}"
+#: a reused keep-alive connection the server closed meanwhile: resend once on a new one
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+class _Conn(http.client.HTTPSConnection):
+    """An HTTPS connection whose TLS name may differ from the host it dials
+    (kubeconfig ``tls-server-name``) and whose read timeout is set after connecting."""
+
+    def __init__(self, host: str, port: int, ctx: ssl.SSLContext, sni: str | None) -> None:
+        super().__init__(host, port, timeout=CONNECT_TIMEOUT_S, context=ctx)
+        self._ctx, self._sni = ctx, sni
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), CONNECT_TIMEOUT_S)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = self._ctx.wrap_socket(sock, server_hostname=self._sni or self.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock.settimeout(READ_TIMEOUT_S)
+
+
+class _PlainConn(http.client.HTTPConnection):
+    """A plain-HTTP connection (a kubeconfig server ``http://…``, e.g. ``kubectl proxy``),
+    with the same timeouts as :class:`_Conn`."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port, timeout=CONNECT_TIMEOUT_S)
+
+    def connect(self) -> None:
+        super().connect()
+        assert self.sock is not None  # noqa: S101 - set by connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(READ_TIMEOUT_S)
+
+
+class Transport:
+    """Requests to the API server of ``creds``; thread-safe."""
+
+    def __init__(self, creds: Credentials) -> None:
+        try:
+            url = urlsplit(creds.server)
+            port = url.port
+        except ValueError:
+            url, port = urlsplit(""), None
+        if url.scheme not in ("https", "http") or not url.hostname:
+            raise InvalidInput(
+                f"kubeconfig server {creds.server!r} is not an https:// (or http://) URL",
+                hint="fix the cluster's server in the kubeconfig",
+            )
+        self.server = creds.server
+        self._tls = url.scheme == "https"
+        self._host, self._port = url.hostname, port or (443 if self._tls else 80)
+        self._prefix = url.path.rstrip("/")  # e.g. a Rancher-style /k8s/clusters/<id>
+        self._creds = creds
+        self._ctx = _tls_context(creds)
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._proxy: Any = _proxy_pool(creds, self._ctx) if creds.proxy else None
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        if self._proxy is not None:
+            self._proxy.clear()
+
+    def request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None = None,
+        content_type: str = "application/json",
+        *,
+        what: str,
+    ) -> tuple[int, bytes]:
+        """Send ``method target`` (a path with its query); (status, body). Transport failures
+        (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
+        headers = self._headers(body, content_type)
+        if self._proxy is not None:
+            return self._via_proxy(method, self._prefix + target, body, headers, what)
+        with self._errors(what):
+            conn, resp = self._send(method, self._prefix + target, body, headers)
+            try:
+                data = resp.read()
+            except BaseException:
+                conn.close()
+                raise
+        self._done(conn, resp)
+        return resp.status, data
+
+    @contextlib.contextmanager
+    def stream(self, target: str, *, what: str) -> Iterator[tuple[int, Callable[[int], bytes]]]:
+        """GET ``target``: (status, ``read``), where ``read(n)`` returns the body's next bytes
+        (at most ``n``; ``b""`` at its end), so that a large LIST is decoded while it
+        arrives. Transport failures raise :class:`Unreachable` as in :meth:`request`."""
+        headers = self._headers(None, "")
+        if self._proxy is not None:
+            status, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
+            chunks = iter((data,))
+            yield status, lambda _n: next(chunks, b"")
+            return
+        with self._errors(what):
+            conn, resp = self._send("GET", self._prefix + target, None, headers)
+
+        def read(n: int) -> bytes:
+            with self._errors(what):
+                return resp.read(n)
+
+        try:
+            yield resp.status, read
+        except BaseException:
+            conn.close()
+            raise
+        if resp.isclosed():  # read to its end: the connection can serve the next request
+            self._done(conn, resp)
+        else:
+            conn.close()
+
+    def _headers(self, body: bytes | None, content_type: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        auth = self._creds.authorization() if self._creds.authorization else None
+        if auth:
+            if not auth.isprintable():  # a token with a line break would split the header
+                raise InvalidInput(
+                    f"the kubeconfig's credentials for {self.server} are not a valid "
+                    "Authorization header (a line break or control character in the token?)",
+                    hint="check the token or tokenFile of the kubeconfig's user",
+                )
+            headers["Authorization"] = auth
+        if body is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Transport failures as :class:`Unreachable`, in our words."""
+        try:
+            yield
+        except ssl.SSLError as exc:  # before OSError: SSLError is one
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.server}: the TLS handshake failed "
+                f"({type(exc).__name__})",
+                hint="check the kubeconfig's server and certificate authority",
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.server} ({what}): {type(exc).__name__}",
+                hint="is the cluster up? check the kubeconfig's server address",
+            ) from None
+
+    def _send(
+        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """The connection and the response, its body still to be read."""
+        conn, reused = self._checkout()
+        try:
+            try:
+                conn.request(method, target, body, dict(headers))
+                return conn, conn.getresponse()
+            except _STALE:
+                if not reused:
+                    raise
+                conn.close()  # the server closed an idle keep-alive connection: once more
+                conn = self._new()
+                conn.request(method, target, body, dict(headers))
+                return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _done(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """A response read to its end: keep its connection for the next request."""
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+
+    def _checkout(self) -> tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self._new(), False
+
+    def _new(self) -> http.client.HTTPConnection:
+        """A connected connection; a refused or timed-out connect is retried twice."""
+        for pause in (*_CONNECT_RETRY_SLEEP_S, None):
+            conn: http.client.HTTPConnection = (
+                _Conn(self._host, self._port, self._ctx, self._creds.tls_server_name)
+                if self._tls
+                else _PlainConn(self._host, self._port)
+            )
+            try:
+                conn.connect()
+            except ssl.SSLError:
+                conn.close()
+                raise
+            except OSError:
+                conn.close()
+                if pause is None:
+                    raise
+                time.sleep(pause)
+            else:
+                return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _via_proxy(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        what: str,
+    ) -> tuple[int, bytes]:
+        import urllib3  # noqa: PLC0415 - only for kubeconfigs that name a proxy
+
+        try:
+            resp = self._proxy.request(
+                method,
+                f"{'https' if self._tls else 'http'}://{self._host}:{self._port}{target}",
+                body=body,
+                headers=dict(headers),
+                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S),
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.server} through its proxy "
+                f"({what}): {type(exc).__name__}",
+                hint="is the cluster up? check the kubeconfig's server and proxy-url",
+            ) from None
+        return int(resp.status), bytes(resp.data)
+
+
+def _tls_context(creds: Credentials) -> ssl.SSLContext:
+    try:
+        ctx = ssl.create_default_context(cafile=creds.ca_file, cadata=creds.ca_pem)
+        if not creds.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if creds.cert_pem or creds.key_pem or creds.cert_file or creds.key_file:
+            _load_client_cert(ctx, creds)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise InvalidInput(
+            f"cannot use the kubeconfig's TLS settings for {creds.server}: {type(exc).__name__}",
+            hint="check certificate-authority(-data), client-certificate(-data), client-key",
+        ) from None
+    return ctx
+
+
+def _load_client_cert(ctx: ssl.SSLContext, creds: Credentials) -> None:
+    """``ssl`` reads a certificate chain from files only: inline PEM goes to a private
+    temporary folder for the instant of loading it."""
+    with tempfile.TemporaryDirectory(prefix="gpuops-tls-") as tmp:
+        cert, key = creds.cert_file, creds.key_file
+        if creds.cert_pem is not None:
+            cert = _private_file(Path(tmp, "client.crt"), creds.cert_pem)
+        if creds.key_pem is not None:
+            key = _private_file(Path(tmp, "client.key"), creds.key_pem)
+        if not cert:
+            raise ValueError("a client key without a certificate")
+        ctx.load_cert_chain(cert, key)
+
+
+def _private_file(path: Path, data: bytes) -> str:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def _proxy_pool(creds: Credentials, ctx: ssl.SSLContext) -> Any:
+    import urllib3  # noqa: PLC0415 - only for kubeconfigs that name a proxy
+
+    proxy = str(creds.proxy)
+    url = urlsplit(proxy)
+    if url.scheme not in ("http", "https"):
+        raise InvalidInput(
+            f"kubeconfig proxy-url scheme {url.scheme!r} is not supported",
+            hint="use an http:// or https:// proxy",
+        )
+    return urllib3.ProxyManager(
+        proxy,
+        ssl_context=ctx,
+        server_hostname=creds.tls_server_name,
+        retries=urllib3.Retry(total=2, connect=2, read=0, status=0, backoff_factor=0.2),
+    )

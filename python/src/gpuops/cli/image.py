@@ -1,0 +1,347 @@
+"""``gpuops image``: build and record an image, move tags by manifest, inspect, and the
+CUDA-vs-driver gate. Each command parses its options, calls one use case
+(:mod:`gpuops.usecases.images`) and renders the result; heavy libraries are imported only by
+the use case that needs them (``image tag`` imports neither Docker nor Kubernetes).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.common import cluster_options, registry_options
+from gpuops.cli.types import Integer, Structured, Text
+from gpuops.core.imageref import (
+    ImageRef,
+    check_git_revision,
+    check_tag,
+    parse_key_values,
+    parse_platform,
+    parse_reference,
+    parse_repository,
+)
+from gpuops.errors import GateRefused, InvalidInput
+
+if TYPE_CHECKING:
+    from gpuops.core.cuda import Version
+    from gpuops.usecases.cluster import Cluster
+
+_API_VERSION = re.compile(r"^(?:auto|1\.[0-9]{2})$")
+
+
+def _path(value: str) -> str:
+    return value
+
+
+def _url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
+    return value
+
+
+def _api_version(value: str) -> str:
+    if not _API_VERSION.fullmatch(value):
+        raise InvalidInput(f"{value!r} is not a Docker API version like 1.41 (or auto)")
+    return value
+
+
+def _tags(value: Any) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise InvalidInput("tags must be tag,tag2 or a JSON array of tags")
+    return [check_tag(str(t).strip() if isinstance(t, str) else t) for t in items if t != ""]
+
+
+# Validators that need a bigger core module import it when they run: `gpuops image tag` must
+# start as fast as an interpreter allows (it is timed against skopeo in bench/).
+def _stage(value: str) -> str:
+    from gpuops.core.dockerfile import check_stage_name  # noqa: PLC0415
+
+    return check_stage_name(value)
+
+
+def _cuda(value: str) -> Version:
+    from gpuops.core.cuda import Version  # noqa: PLC0415
+
+    return Version.parse(value, "CUDA version")
+
+
+def _selector(value: Any) -> dict[str, str]:
+    from gpuops.core.kubeinput import parse_node_selector  # noqa: PLC0415
+
+    return parse_node_selector(value)
+
+
+def _key_values(what: str) -> Structured:
+    return Structured("key-values", lambda v: parse_key_values(v, what), ("string", "object"))
+
+
+_platform = click.option(
+    "--platform",
+    type=Text("platform", parse_platform),
+    help="os/arch[/variant] to build, or to describe from an index (default linux/amd64).",
+)
+
+
+@click.group(cls=GpuOpsGroup)
+def image() -> None:
+    """Build, record, tag and check container images."""
+
+
+@image.command()
+@click.option(
+    "--image",
+    required=True,
+    type=Text("image", parse_repository),
+    help="Repository to build and push, with its registry: harbor.example.com/team/infer.",
+)
+@click.option(
+    "--context",
+    default=".",
+    show_default=True,
+    type=Text("path", _path),
+    help="Build context directory (what the Dockerfile can COPY).",
+)
+@click.option(
+    "--dockerfile",
+    type=Text("path", _path),
+    help="Dockerfile, relative to the working directory [default: <context>/Dockerfile].",
+)
+@click.option(
+    "--build-number",
+    type=Text("tag", lambda v: check_tag(v, "build number")),
+    help="CI build number: becomes a tag (S-19) and the default image version.",
+)
+@click.option(
+    "--git-revision",
+    type=Text("revision", check_git_revision),
+    help="Commit built: tag git-<first 12>, label org.opencontainers.image.revision.",
+)
+@click.option(
+    "--tags",
+    type=Structured("tags", _tags, ("string", "array")),
+    help="More tags: tag,tag2 or a JSON array.",
+)
+@click.option(
+    "--build-args",
+    type=_key_values("build args"),
+    help="KEY=VALUE,... or a JSON object (not for secrets).",
+)
+@click.option("--labels", type=_key_values("labels"), help="More labels: KEY=VALUE,... or JSON.")
+@click.option("--target", type=Text("stage", _stage), help="Build stage to build.")
+@_platform
+@click.option("--source", type=Text("url", _url), help="Source repository URL (OCI source label).")
+@click.option(
+    "--image-version",
+    type=Text("version"),
+    help="OCI version label [default: the build number].",
+)
+@click.option("--link", type=Text("url", _url), help="The CI build's URL, for the record.")
+@click.option("--no-push", is_flag=True, help="Build and tag locally only (no digest).")
+@click.option(
+    "--cleanup",
+    is_flag=True,
+    help="Afterwards remove the local tags, images and cache layers this build made (S-36).",
+)
+@click.option(
+    "--timeout",
+    type=Integer(min=1, max=86_400),
+    default=1800,
+    show_default=True,
+    help="Seconds the build and push may take together (S-21).",
+)
+@click.option(
+    "--record-file",
+    type=Text("path", _path),
+    help="Write the build record (JSON) here as well.",
+)
+@click.option(
+    "--docker-host",
+    envvar="DOCKER_HOST",
+    type=Text("url"),
+    help="Docker or Podman API [env: DOCKER_HOST; else the local socket].",
+)
+@click.option(
+    "--docker-api-version",
+    envvar="DOCKER_API_VERSION",
+    type=Text("version", _api_version),
+    help="API version, e.g. 1.41 for Podman 4 [env: DOCKER_API_VERSION; default: ask].",
+)
+@registry_options
+def build(
+    image: ImageRef,
+    context: str,
+    dockerfile: str | None,
+    build_number: str | None,
+    git_revision: str | None,
+    tags: list[str] | None,
+    build_args: dict[str, str] | None,
+    labels: dict[str, str] | None,
+    target: str | None,
+    platform: str | None,
+    source: str | None,
+    image_version: str | None,
+    link: str | None,
+    no_push: bool,
+    cleanup: bool,
+    timeout: int,
+    record_file: str | None,
+    docker_host: str | None,
+    docker_api_version: str | None,
+    access: Any,
+) -> Outcome:
+    """Build an image, tag it by build number and revision, push it and record its digest."""
+    from gpuops.core.imageref import build_tags  # noqa: PLC0415
+    from gpuops.logs import redact, secret_values  # noqa: PLC0415
+    from gpuops.render.images import build_summary  # noqa: PLC0415
+    from gpuops.usecases.images.build import BuildRequest  # noqa: PLC0415
+    from gpuops.usecases.images.build import build as run_build  # noqa: PLC0415
+
+    secrets = secret_values()
+
+    def on_line(line: str) -> None:
+        click.echo(redact(line, secrets), err=True)
+
+    request = BuildRequest(
+        image=image,
+        tags=build_tags(build_number, git_revision, tags or ()),
+        context=Path(context),
+        dockerfile=Path(dockerfile) if dockerfile else None,
+        build_args=build_args or {},
+        labels=labels or {},
+        target=target,
+        platform=platform,
+        git_revision=git_revision,
+        source=source,
+        version=image_version or build_number,
+        link=link,
+        push=not no_push,
+        cleanup=cleanup,
+        timeout_s=timeout,
+        record_file=Path(record_file) if record_file else None,
+        docker_host=docker_host,
+        docker_api_version=docker_api_version,
+        access=access,
+    )
+    record = run_build(request, on_line)
+    return Outcome(record.to_dict(), build_summary(record))
+
+
+@image.command()
+@click.option(
+    "--source",
+    required=True,
+    type=Text("image", lambda v: parse_reference(v, "source", tag_required=True)),
+    help="Image to point the tag at: registry/repo:tag or registry/repo@sha256:...",
+)
+@click.option(
+    "--target",
+    required=True,
+    type=Text("tag", lambda v: v),
+    help="Tag to add or move: a tag (same repository) or registry/repo:tag (same registry).",
+)
+@registry_options
+def tag(source: ImageRef, target: str, access: Any) -> Outcome:
+    """Add or move a tag by copying the manifest in the registry (no layer moves)."""
+    from gpuops.core.imageref import parse_target  # noqa: PLC0415
+    from gpuops.render.images import tag_move  # noqa: PLC0415
+    from gpuops.usecases.images.registryops import copy_tag  # noqa: PLC0415
+
+    try:
+        dst = parse_target(target, source)
+    except InvalidInput as exc:
+        exc.field = "target"
+        raise
+    data = copy_tag(source, dst, access).to_dict()
+    return Outcome(data, tag_move(data))
+
+
+@image.command()
+@click.option(
+    "--image",
+    required=True,
+    type=Text("image", lambda v: parse_reference(v, "image", tag_required=True)),
+    help="registry/repo:tag or registry/repo@sha256:...",
+)
+@_platform
+@registry_options
+def inspect(
+    image: ImageRef,
+    platform: str | None,
+    access: Any,
+) -> Outcome:
+    """Digest, labels, CUDA version, size and creation time of an image in its registry."""
+    from gpuops.render.images import inspection  # noqa: PLC0415
+    from gpuops.usecases.images.registryops import inspect as run_inspect  # noqa: PLC0415
+
+    data = run_inspect(image, access, platform or "linux/amd64").to_dict()
+    return Outcome(data, inspection(data))
+
+
+@image.command()
+@click.option(
+    "--image",
+    type=Text("image", lambda v: parse_reference(v, "image", tag_required=True)),
+    help="registry/repo:tag or @sha256:...; its config gives the CUDA version.",
+)
+@click.option(
+    "--node-selector",
+    required=True,
+    type=Structured("selector", _selector, ("string", "object")),
+    help="The node class: k=v,k2=v2 or a JSON object.",
+)
+@click.option(
+    "--cuda-version",
+    type=Text("version", _cuda),
+    help="CUDA version to check instead of the one the image declares.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Require the table's minimum for the exact CUDA release (no minor-version compat).",
+)
+@_platform
+@registry_options
+@cluster_options
+def compat(
+    image: ImageRef | None,
+    node_selector: dict[str, str],
+    cuda_version: Version | None,
+    strict: bool,
+    platform: str | None,
+    access: Any,
+    cluster: Cluster,
+) -> Outcome:
+    """Can every node of a class run the image's CUDA? Exit 3 naming the nodes that cannot."""
+    from gpuops.render.images import compat_table  # noqa: PLC0415
+    from gpuops.usecases.images.compat import CompatRequest  # noqa: PLC0415
+    from gpuops.usecases.images.compat import compat as run_compat  # noqa: PLC0415
+
+    outcome = run_compat(
+        CompatRequest(
+            node_selector=node_selector,
+            image=image,
+            cuda_version=cuda_version,
+            strict=strict,
+            platform=platform or "linux/amd64",
+            access=access,
+            cluster=cluster,
+        )
+    )
+    data = outcome.to_dict()
+    text = compat_table(data)
+    if outcome.ok:
+        return Outcome(data, text)
+    return Outcome(
+        data,
+        text,
+        error=GateRefused(
+            outcome.message,
+            hint="upgrade the drivers of the nodes named (gpuops nodes update), pick another "
+            "class, or build on an older CUDA base image",
+        ),
+    )

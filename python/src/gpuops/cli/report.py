@@ -1,0 +1,48 @@
+"""``gpuops report``: static HTML pages (no scripts, CSP-clean) from commands' JSON results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.types import Text
+from gpuops.usecases import reports as usecase
+
+
+def _path(value: str) -> Path:
+    return Path(value)
+
+
+_input = click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=Text("path", _path),
+    help="JSON result (or error) document of the command the page shows.",
+)
+_out = click.option(
+    "--out",
+    required=True,
+    type=Text("path", _path),
+    help="Folder to write the page and its stylesheet into (created if missing).",
+)
+
+
+@click.group(cls=GpuOpsGroup)
+def report() -> None:
+    """HTML reports for people (and Jenkins' archived-artifact pages)."""
+
+
+def _render(kind: str, input_path: Path, out: Path) -> Outcome:
+    outcome = usecase.render(usecase.ReportRequest(kind, input_path, out))
+    return Outcome(outcome.to_dict(), f"{kind} report: {outcome.written.page}")
+
+
+@report.command()
+@_input
+@_out
+def capacity(input_path: Path, out: Path) -> Outcome:
+    """GPU capacity per node class from 'gpuops headroom check --show-nodes'."""
+    return _render("capacity", input_path, out)

@@ -1,0 +1,103 @@
+"""Text renderings of image builds, tag moves, inspections and the CUDA gate. Decide nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuops.core.imagerecord import OCI_KEYS, BuildRecord
+
+#: Node rows a compat table shows beyond the refused ones (all are in the JSON result).
+MAX_ROWS = 40
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def build_summary(record: BuildRecord) -> str:
+    lines = [f"image      {record.image}"]
+    lines += [f"tag        {t}" for t in record.tags]
+    lines.append(f"digest     {record.digest or '(not pushed)'}")
+    lines.append(f"base       {record.base_image}")
+    lines.append(f"cuda       {record.cuda_version} ({record.cuda_source})")
+    lines.append(
+        f"size       {_size(record.size_bytes)} in the registry, "
+        f"{_size(record.local_size_bytes)} local"
+    )
+    lines.append(f"steps      {record.steps} ({record.cached_steps} from cache)")
+    lines.append("timings    " + ", ".join(f"{k} {v:.1f}s" for k, v in record.timings_s.items()))
+    if record.cleanup is not None:
+        lines.append(
+            f"cleanup    removed {len(record.cleanup['removed'])}, "
+            f"kept {len(record.cleanup['kept'])}"
+        )
+    return "\n".join(lines)
+
+
+def tag_move(data: dict[str, Any]) -> str:
+    reqs = ", ".join(f"{n} {k}" for k, n in data["requests"].items())
+    extra = ""
+    if data["mounted_blobs"] or data["copied_manifests"]:
+        extra = f"; mounted {data['mounted_blobs']} blob(s), {data['copied_manifests']} manifest(s)"
+    return (
+        f"{data['message']}\n{data['media_type']}; {reqs}{extra}; {data['elapsed_s'] * 1000:.0f} ms"
+    )
+
+
+def inspection(data: dict[str, Any]) -> str:
+    lines = [
+        f"reference  {data['reference']}",
+        f"digest     {data['digest']}",
+        f"type       {data['media_type']}",
+    ]
+    for p in data["platforms"]:
+        lines.append(f"platform   {p['platform']:<16} {p['digest']}")
+    if data["platforms"]:
+        lines.append(f"described  {data['platform']} ({data['manifest_digest']})")
+    elif data["platform"]:
+        lines.append(f"platform   {data['platform']}")
+    lines.append(f"cuda       {data['cuda_version']} ({data['cuda_source']})")
+    lines.append(f"size       {_size(data['size_bytes'])} ({data['layers']} layers)")
+    lines.append(f"created    {data['created'] or '-'}")
+    labels = data["labels"]
+    for key in [k for k in OCI_KEYS if k in labels] + [k for k in labels if k not in OCI_KEYS]:
+        lines.append(f"label      {key}={labels[key]}")
+    return "\n".join(lines)
+
+
+def compat_table(data: dict[str, Any]) -> str:
+    lines = [
+        f"image {data['image'] or '-'}: CUDA {data['cuda_version']} ({data['cuda_source']}); "
+        f"class {','.join(f'{k}={v}' for k, v in data['node_selector'].items())}"
+    ]
+    if data.get("requirement"):
+        req = data["requirement"]
+        lines.append(
+            f"needs driver >= {data['min_driver'] or '?'}"
+            + (
+                ""
+                if data["strict"]
+                else f" (minor-version compatibility; {req['table_row']}: "
+                f"{req['full_min_driver'] or 'not in the table'} for full support)"
+            )
+        )
+    lines.append(f"{'NODE':<28} {'DRIVER':<12} {'VERDICT':<14} WHY")
+    refused = [n for n in data["nodes"] if n["node"] in set(data["offending"])]
+    passed = [n for n in data["nodes"] if n["node"] not in set(data["offending"])]
+    shown = refused + passed[: max(0, MAX_ROWS - len(refused))]
+    for n in shown:  # every refused node, then passing ones up to MAX_ROWS
+        lines.append(
+            f"{n['node']:<28} {n.get('driver') or '-':<12} {n['verdict']:<14} {n.get('reason', '')}"
+        )
+    if len(shown) < len(data["nodes"]):
+        lines.append(f"... {len(data['nodes']) - len(shown)} more nodes (see --output json)")
+    lines.append("drivers: " + ", ".join(f"{d['driver']} ({d['nodes']})" for d in data["drivers"]))
+    lines.append(data["message"])
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+package org.gpuops
+
+import com.cloudbees.groovy.cps.NonCPS
+
+/**
+ * The HTML report a step asks gpuopsExec to keep: a folder in the workspace (the CLI writes
+ * it through its --report-dir option), the page in it, and the title it gets on the build page.
+ */
+class Reports implements Serializable {
+
+    private static final long serialVersionUID = 1L
+
+    /** A report folder: relative to the workspace, no '..', no shell or glob characters. */
+    static final String DIR_PATTERN = /^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/
+
+    /**
+     * Checks a report spec [dir:, page:, title:] and puts its folder into the CLI parameters
+     * (report_dir), unless the user chose one there; returns the spec with the folder used, or
+     * an empty map when no report is asked for.
+     */
+    @NonCPS
+    static Map resolve(Map report, Map params) {
+        if (!report) {
+            return [:]
+        }
+        String dir = (params?.report_dir ?: report.dir)?.toString()
+        if (!dir || !(dir ==~ DIR_PATTERN) || dir.split('/').any { it == '..' || it == '.' }) {
+            throw new IllegalArgumentException(
+                "report folder ${Shell.describe(dir)} must be a relative path inside the workspace " +
+                    "(letters, digits, '.', '_', '-' and '/', no '..')")
+        }
+        if (!(report.page ==~ /^[A-Za-z0-9_.-]+\.html$/)) {
+            throw new IllegalArgumentException("report page ${Shell.describe(report.page)} must be a file name *.html")
+        }
+        params.report_dir = dir
+        return [dir: dir, page: report.page.toString(), title: (report.title ?: report.page).toString()]
+    }
+
+}

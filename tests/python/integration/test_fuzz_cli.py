@@ -1,0 +1,291 @@
+"""Any JSON value in any field of any product command, against the real lab cluster.
+
+Driven by ``gpuops describe``: every command it lists and every option of it, so commands
+added later are covered without touching this file. Values come from hypothesis: plausible
+ones (from the option's own description: ranges, choices, realistic examples of its type) and
+arbitrary JSON, through the parameters file (as the Jenkins steps call) and through flags.
+Whatever comes in, a command ends with an allowed exit code (never 5: that is a bug), prints
+no traceback, and creates nothing on the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from integration.conftest_kube import KubeLab
+
+from gpuops.cli.main import run
+from gpuops_lab import kube as labkube
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a command needs to run for real here, and the exit codes allowed there."""
+
+    needs: str = "kube"  # the lab component it talks to: "kube", or "files" (reads/writes files)
+    exits: frozenset[int] = field(default_factory=lambda: frozenset({0, 2, 3}))
+    creates: bool = False  # True: it may create objects (then it needs its own checks)
+
+
+#: Commands that need something else than the defaults. A command not listed runs against the
+#: kube lab and may end 0, 2 or 3; add it here if it needs another environment.
+ENVIRONMENTS: dict[str, Env] = {
+    "headroom check": Env(exits=frozenset({0, 2, 3})),
+    "headroom explain": Env(exits=frozenset({0, 2})),
+    # reads a result document and writes a page: exit 1 is an unusable input document
+    "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
+}
+
+#: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
+#: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and nothing else.
+TMP = "{tmp}"
+
+#: Realistic values per option type name (``gpuops describe``'s "type"), so that examples get
+#: past the first check and reach the cluster.
+EXAMPLES: dict[str, list[Any]] = {
+    "selector": ["accelerator=nvidia-h800", {"accelerator": "nvidia-a100-80g"}, ""],
+    "affinity": [
+        [
+            {
+                "matchExpressions": [
+                    {"key": "accelerator", "operator": "In", "values": ["nvidia-h800"]}
+                ]
+            }
+        ],
+        '[{"matchExpressions": [{"key": "nvidia.com/gpu.count", "operator": "Gt", '
+        '"values": ["4"]}]}]',
+    ],
+    "tolerations": ["dedicated=training:NoSchedule", [{"operator": "Exists"}], "*"],
+    "counts": [{"nvidia-h800": 2}, "nvidia-a100-80g=8", {}],
+    "namespace": ["default", "kube-system", "no-such-ns"],
+    "resource": ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "example.com/fpga"],
+    "label": ["accelerator", "nvidia.com/gpu.product", "kubernetes.io/hostname"],
+    "env": ["GPUOPS_WEBHOOK_URL", "UNSET_HOOK_VAR"],
+    "url": ["https://ci.example/job/1", "http://127.0.0.1:9/x"],
+    "context": ["gpuops-lab", "no-such-context"],
+    "workload": ["pod/fuzz-pending", "fuzz-pending", "pod/ghost", "deployment/ghost", "job/ghost"],
+    "path": [f"{TMP}/headroom.json", f"{TMP}/page", f"{TMP}/missing.json", TMP, f"{TMP}/a/b/c"],
+}
+#: The first plausible value of an option by name, where the type's first example is not it.
+FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page"}
+
+TRICKY = st.sampled_from(
+    ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
+     "[2]", '{"a": [1]}', "x" * 300, "pod/", "\x00", "$(reboot)", "../../etc/passwd",
+     '{"nodeAffinity": 5}', '[{"matchExpressions": 5}]', '{"a": {"b": 1}}']
+)  # fmt: skip
+#: Keys of the objects the structured options take, so that arbitrary JSON often has their shape.
+KEYS = st.sampled_from(
+    ["key", "operator", "values", "value", "effect", "matchExpressions", "matchFields",
+     "nodeSelectorTerms", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+     "accelerator", "In", "Exists", "Gt"]
+) | st.text(max_size=6)  # fmt: skip
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**64), max_value=2**64)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | TRICKY,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _describe() -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run(["--output", "json", "describe"]) == 0
+    commands: dict[str, Any] = json.loads(out.getvalue())["result"]["commands"]
+    return commands
+
+
+COMMANDS = _describe()
+
+
+def _plausible(option: dict[str, Any], kubeconfig: str) -> st.SearchStrategy[Any]:
+    if option["name"] == "kubeconfig":
+        return st.just(kubeconfig)
+    kind = option["type"]
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "integer":
+        low = option.get("minimum", -5)
+        high = min(option.get("maximum", 64), low + 64)
+        return st.integers(low, high) | st.integers(low, high).map(str)
+    if kind == "choice":
+        return st.sampled_from(option["choices"])
+    return st.sampled_from(EXAMPLES[kind]) if kind in EXAMPLES else st.text(max_size=20)
+
+
+def _value(option: dict[str, Any], kubeconfig: str) -> st.SearchStrategy[Any]:
+    plausible = _plausible(option, kubeconfig)
+    if option["name"] == "kubeconfig":  # mostly the lab's, so that most examples reach it
+        return st.one_of(plausible, plausible, plausible, JSON)
+    return st.one_of(plausible, plausible, JSON)
+
+
+@st.composite
+def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
+    """Option values (params file keys) and arguments for one call of ``path``."""
+    doc = COMMANDS[path]
+    params: dict[str, Any] = {}
+    for option in doc["options"]:
+        always = option["required"] or option["name"] == "kubeconfig"
+        if always or draw(st.booleans()):
+            params[option["name"]] = draw(_value(option, kubeconfig))
+    workloads = st.sampled_from(EXAMPLES["workload"])
+    args = [draw(workloads | workloads | st.text(max_size=20)) for _ in doc["arguments"]]
+    return params, args
+
+
+def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
+    """The required options at their first plausible value, the rest left out: one call that
+    should get a real answer from the cluster (the test checks that one did)."""
+    params: dict[str, Any] = {}
+    for option in COMMANDS[path]["options"]:
+        if option["name"] == "kubeconfig":
+            params["kubeconfig"] = kubeconfig
+        elif option["required"]:
+            kind = option["type"]
+            params[option["name"]] = FIRST_BY_NAME.get(
+                option["name"], option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
+            )
+    return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
+
+
+def _flags(path: str, params: dict[str, Any]) -> list[str]:
+    """The same values as a command line: each value as text (a flag when true)."""
+    by_name = {o["name"]: o for o in COMMANDS[path]["options"]}
+    argv = []
+    for name, value in params.items():
+        option = by_name[name]
+        if option["type"] == "boolean" and option["json"] == ["boolean"]:
+            if value is True:
+                argv.append(option["flag"])
+            continue
+        argv += [option["flag"], value if isinstance(value, str) else json.dumps(value)]
+    return argv
+
+
+def _objects(lab: KubeLab) -> set[tuple[str, str, str]]:
+    """Every object gpuops could create: (kind, namespace/name, uid)."""
+    found: set[tuple[str, str, str]] = set()
+    for kind, items in (
+        ("Namespace", lab.core.list_namespace().items),
+        ("Pod", lab.core.list_pod_for_all_namespaces().items),
+        ("ResourceQuota", lab.core.list_resource_quota_for_all_namespaces().items),
+        ("Deployment", lab.apps.list_deployment_for_all_namespaces().items),
+        ("Job", lab.batch.list_job_for_all_namespaces().items),
+        ("Node", lab.core.list_node().items),
+    ):
+        found |= {(kind, f"{o.metadata.namespace}/{o.metadata.name}", o.metadata.uid)
+                  for o in items}  # fmt: skip
+    return found
+
+
+def _in(tmp: str, value: Any) -> Any:
+    """``value`` with the scratch-folder placeholder replaced, wherever it holds text."""
+    if isinstance(value, str):
+        return value.replace(TMP, tmp)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_in(tmp, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _in(tmp, v) for k, v in value.items()}
+    return value
+
+
+def _one(path: str, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+SETTINGS = settings(
+    max_examples=40,  # per command and way in: bounded for a loaded 2-core CI machine
+    deadline=timedelta(seconds=30),  # one call against the lab, on a loaded machine
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def pending_pod(kube_lab: KubeLab) -> Iterator[str]:
+    """A pod no node can take, in ``default``: something for ``explain`` to explain."""
+    body = labkube.pod_body("fuzz-pending", gpus=1024)
+    kube_lab.core.create_namespaced_pod("default", body)
+    yield "fuzz-pending"
+    kube_lab.core.delete_namespaced_pod("fuzz-pending", "default", grace_period_seconds=0)
+
+
+@pytest.fixture(scope="module")
+def headroom_result(kube_lab: KubeLab) -> str:
+    """A real ``headroom check --show-nodes`` result of the lab: the input reports read."""
+    code, out, err = _one("headroom check", ["--output", "json", "headroom", "check",
+                                             "--kubeconfig", str(kube_lab.kubeconfig),
+                                             "--gpus-per-pod", "1", "--show-nodes"])  # fmt: skip
+    assert code in (0, 3), err
+    return out
+
+
+@pytest.mark.parametrize("how", ["params", "flags"])
+@pytest.mark.parametrize("path", sorted(COMMANDS))
+def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
+    kube_lab: KubeLab,
+    pending_pod: str,
+    headroom_result: str,
+    path: str,
+    how: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = ENVIRONMENTS.get(path, Env())
+    assert env.needs in ("kube", "files"), f"gpuops {path} needs {env.needs}: give it that lab"
+    for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
+                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    before = _objects(kube_lab)
+    seen: set[int] = set()
+
+    @SETTINGS
+    @example(call=_first_plausible(path, str(kube_lab.kubeconfig)))
+    @given(call=_call(path, str(kube_lab.kubeconfig)))
+    def check(call: tuple[dict[str, Any], list[str]]) -> None:
+        with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
+            params, args = _in(tmp, call)
+            (Path(tmp) / "headroom.json").write_text(headroom_result)
+            argv = ["--output", "json"]
+            if how == "params":
+                pfile = Path(tmp) / "params.json"
+                pfile.write_text(json.dumps(params))
+                argv += ["--params-file", str(pfile), *path.split(), *args]
+            else:
+                argv += [*path.split(), *_flags(path, params), "--", *args]
+            with contextlib.chdir(tmp):  # a relative path lands in the scratch folder
+                code, out, err = _one(path, argv)
+        seen.add(code)
+        assert code in env.exits, f"exit {code}: {err or out}"
+        assert "Traceback" not in out + err
+        if code != 0:
+            error = json.loads(err)["error"]
+            assert error["category"] != "internal"
+            assert error["exit_code"] == code
+
+    check()
+    assert _objects(kube_lab) - before == set(), "gpuops created objects on the cluster"
+    # the examples reached the input checks, and some got past them to a real answer
+    assert 2 in seen and seen - {2}, seen
+    print(f"gpuops {path} ({how}): exit codes seen {sorted(seen)}")
