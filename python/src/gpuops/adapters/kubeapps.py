@@ -18,6 +18,7 @@ from gpuops.core.rollout import (
     DeploymentState,
     PodState,
 )
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 SMP = "application/strategic-merge-patch+json"
@@ -39,7 +40,8 @@ def get_deployment(kube: KubeClient, namespace: str, name: str, source: str = ""
     except NotFound:
         where = f" (from {source})" if source else ""
         raise InvalidInput(
-            f"Deployment {name!r} not found in namespace {namespace!r} on {kube.server}{where}",
+            f"Deployment {shown(name)} not found in namespace {shown(namespace)} "
+            f"on {kube.server}{where}",
             hint="check the environment's namespace and deployments, and the kubeconfig context",
             field="environment",
         ) from None
@@ -72,7 +74,7 @@ def container_of(deployment: Mapping[str, Any], name: str, source: str = "") -> 
     meta = deployment.get("metadata") or {}
     names = ", ".join(str(c.get("name")) for c in containers_of(deployment))
     raise InvalidInput(
-        f"Deployment {meta.get('namespace')}/{meta.get('name')} has no container {name!r} "
+        f"Deployment {meta.get('namespace')}/{meta.get('name')} has no container {shown(name)} "
         f"(it has: {names}){f'; see {source}' if source else ''}",
         field="environment",
     )

@@ -10,19 +10,20 @@ from gpuops.cli.base import GpuOpsGroup, Outcome
 from gpuops.cli.common import cluster_options
 from gpuops.cli.types import Text
 from gpuops.core.releaseconfig import DEFAULT_FILE
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 from gpuops.usecases.cluster import Cluster
 
 
 def _url(value: str) -> str:
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
 def _env_name(value: str) -> str:
     if not value.replace("_", "A").isalnum() or not value[:1].isalpha() or not value.isascii():
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     return value
 
 

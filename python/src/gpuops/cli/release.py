@@ -17,30 +17,25 @@ import click
 from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, pass_runtime
 from gpuops.cli.common import cluster_options
 from gpuops.cli.types import Integer, Text
+from gpuops.core.imageref import check_git_revision, check_tag
 from gpuops.core.kubeinput import dns_label
-from gpuops.core.releaseconfig import DEFAULT_FILE, check_model_version, check_tag
+from gpuops.core.releaseconfig import DEFAULT_FILE, check_model_version
+from gpuops.core.values import shown
 from gpuops.errors import GpuOpsError, InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
-_REVISION = re.compile(r"[0-9a-f]{7,64}")
 _PERSON = re.compile(r"[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,99}")
-
-
-def _revision(value: str) -> str:
-    if not _REVISION.fullmatch(value):
-        raise InvalidInput(f"{value!r} is not a commit id: 7 to 64 lowercase hex digits")
-    return value
 
 
 def _person(value: str) -> str:
     if not _PERSON.fullmatch(value):
-        raise InvalidInput(f"{value!r} is not a user name (letters, digits, '_.@+-', spaces)")
+        raise InvalidInput(f"{shown(value)} is not a user name (letters, digits, '_.@+-', spaces)")
     return value
 
 
 def _link(value: str) -> str:
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
@@ -134,7 +129,9 @@ def release() -> None:
     help="Model version to release (S-22): where the environment mounts it; no new image.",
 )
 @click.option(
-    "--git-revision", type=Text("commit", _revision), help="The commit the image was built from."
+    "--git-revision",
+    type=Text("commit", check_git_revision),
+    help="The commit the image was built from.",
 )
 @_who_options
 @pass_runtime

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuops.core.releaseconfig import ReleaseConfig
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 _JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -93,12 +94,14 @@ def parse(doc: Any, source: str) -> JobsConfig:
         if key not in values:
             raise fail(key, "is required")
     if not _JOB.fullmatch(values["name"]):
-        raise fail("name", f"{values['name']!r} is not a job name (letters, digits, '.', '_', '-')")
+        raise fail(
+            "name", f"{shown(values['name'])} is not a job name (letters, digits, '.', '_', '-')"
+        )
     folder = values.get("folder")
     if folder and not all(_JOB.fullmatch(p) for p in folder.split("/")):
-        raise fail("folder", f"{folder!r} is not a folder path (names separated by '/')")
+        raise fail("folder", f"{shown(folder)} is not a folder path (names separated by '/')")
     if not re.match(r"^(https?|ssh|git)://|^[\w.-]+@[\w.-]+:", values["repository"]):
-        raise fail("repository", f"{values['repository']!r} is not a Git URL")
+        raise fail("repository", f"{shown(values['repository'])} is not a Git URL")
     return JobsConfig(
         name=values["name"],
         repository=values["repository"],

@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from gpuops.core.imageref import check_tag
 from gpuops.core.kubeinput import dns_label, dns_subdomain, label_value, qualified_name
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 DEFAULT_FILE = "gpuops-release.yaml"
 DEFAULT_GROUP_BY = "accelerator"
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _REPOSITORY = re.compile(
     r"^(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
     r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)$"
@@ -112,7 +113,7 @@ class ReleaseConfig:
         if name not in self.environments:
             known = ", ".join(sorted(self.environments)) or "none"
             raise InvalidInput(
-                f"{self.source}: no environment {name!r} (environments: {known})",
+                f"{self.source}: no environment {shown(name)} (environments: {known})",
                 hint=f"add environments.{name} to {self.source} or pick one of: {known}",
                 field="environment",
             )
@@ -164,13 +165,13 @@ class _Reader:
     def number(self, key: str, default: int, low: int, high: int) -> int:
         value = self.doc.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.fail(key, f"must be a whole number from {low} to {high}, not {value!r}"[:200])
+            self.fail(key, f"must be a whole number from {low} to {high}, not {shown(value)}"[:200])
         return int(value)
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.doc.get(key, default)
         if not isinstance(value, bool):
-            self.fail(key, f"must be true or false, not {value!r}"[:120])
+            self.fail(key, f"must be true or false, not {shown(value)}"[:120])
         return bool(value)
 
     def sub(self, key: str, known: tuple[str, ...]) -> _Reader | None:
@@ -218,7 +219,7 @@ def parse(doc: Any, source: str) -> ReleaseConfig:
     out: dict[str, Environment] = {}
     for name, body in envs.items():
         if not isinstance(name, str):
-            top.fail("environments", f"{name!r} is not an environment name")
+            top.fail("environments", f"{shown(name)} is not an environment name")
         try:
             dns_label(name, "environment name")
         except InvalidInput as exc:
@@ -227,23 +228,13 @@ def parse(doc: Any, source: str) -> ReleaseConfig:
     return ReleaseConfig(source, out)
 
 
-def check_tag(value: str, what: str = "tag") -> str:
-    """An image tag: letters, digits, ``_``, ``.``, ``-``; not starting with ``.``/``-``."""
-    if not isinstance(value, str) or not _TAG.fullmatch(value):
-        raise InvalidInput(
-            f"{what} {value!r} is not a valid tag: up to 128 letters, digits, '_', '.' or '-', "
-            "not starting with '.' or '-'"
-        )
-    return value
-
-
 def parse_repository_text(value: str) -> str:
     """An image repository with its registry host and no tag: ``registry[:port]/team/app``."""
     m = _REPOSITORY.fullmatch(value)
     host = m["host"] if m else ""
     if not m or not ("." in host or ":" in host or host == "localhost"):
         raise InvalidInput(
-            f"image repository {value!r} is not registry[:port]/path without a tag, "
+            f"image repository {shown(value)} is not registry[:port]/path without a tag, "
             "e.g. harbor.example.com/team/infer"
         )
     return value
@@ -346,13 +337,15 @@ def _model(r: _Reader) -> ModelMount | None:
 
 def _env_var(value: str) -> str:
     if not _ENV_VAR.fullmatch(value):
-        raise InvalidInput(f"{value!r} is not an environment variable name")
+        raise InvalidInput(f"{shown(value)} is not an environment variable name")
     return value
 
 
 def _configmap_key(value: str) -> str:
     if not re.fullmatch(r"[-._a-zA-Z0-9]{1,253}", value):
-        raise InvalidInput(f"{value!r} is not a ConfigMap key (letters, digits, '-', '_', '.')")
+        raise InvalidInput(
+            f"{shown(value)} is not a ConfigMap key (letters, digits, '-', '_', '.')"
+        )
     return value
 
 
@@ -397,7 +390,7 @@ def check_model_version(value: str, what: str = "model version") -> str:
     """A model version as it goes into an env var, annotation and label-like places."""
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}", value):
         raise InvalidInput(
-            f"{what} {value!r} is not valid: up to 128 letters, digits, '_', '.', '+' or '-', "
+            f"{what} {shown(value)} is not valid: up to 128 letters, digits, '_', '.', '+' or '-', "
             "starting with a letter or digit"
         )
     return value

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 #: Annotations on the Deployment (never on its pod template: a rollback must find the old
@@ -224,7 +225,7 @@ def find_tag(records: Sequence[Release], tag: str, current: Release | None) -> R
             return r
     choices = ", ".join(c.tag or "" for c in rollback_choices(records, current)) or "none"
     raise InvalidInput(
-        f"no successful release of tag {tag!r} in this environment's history",
+        f"no successful release of tag {shown(tag)} in this environment's history",
         hint=f"roll back to one of: {choices} (gpuops release history)",
         field="to",
     )
