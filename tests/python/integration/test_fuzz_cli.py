@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from imagelab import cuda_12_2_base
 from integration.conftest_kube import KubeLab
+from integration.conftest_registry import RegistryLab, pushed_digest
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
@@ -35,9 +37,13 @@ pytestmark = pytest.mark.timeout(900)
 class Env:
     """What a command needs to run for real here, and the exit codes allowed there."""
 
-    needs: str = "kube"  # the lab component it talks to: "kube", or "files" (reads/writes files)
+    #: the lab component it talks to: "kube", "files" (reads and writes files), "registry" (the
+    #: lab registry and the lab's Podman; compat also asks the kube lab)
+    needs: str = "kube"
     exits: frozenset[int] = field(default_factory=lambda: frozenset({0, 2, 3}))
-    creates: bool = False  # True: it may create objects (then it needs its own checks)
+    #: True: it may create objects in the registry (new tags and images: what it is for); never
+    #: on the cluster, which the test checks for every command
+    creates: bool = False
 
 
 #: Commands that need something else than the defaults. A command not listed runs against the
@@ -47,11 +53,19 @@ ENVIRONMENTS: dict[str, Env] = {
     "headroom explain": Env(exits=frozenset({0, 2})),
     # reads a result document and writes a page: exit 1 is an unusable input document
     "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
+    # 1: the registry or the daemon refused (a tag it will not take, a build that fails);
+    # 4: a registry that is not the lab's (nvcr.io: nothing outside is reachable here)
+    "image build": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
+    "image tag": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
+    "image inspect": Env(needs="registry", exits=frozenset({0, 1, 2, 4})),
+    "image compat": Env(needs="registry", exits=frozenset({0, 1, 2, 3, 4})),
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
 #: a real ``headroom check --show-nodes`` result of the lab (``headroom.json``) and nothing else.
 TMP = "{tmp}"
+#: The lab registry's host:port; ``fuzz/app:1`` is an image pushed there (a CUDA 12.2 base).
+REG = "{registry}"
 
 #: Realistic values per option type name (``gpuops describe``'s "type"), so that examples get
 #: past the first check and reach the cluster.
@@ -77,10 +91,44 @@ EXAMPLES: dict[str, list[Any]] = {
     "url": ["https://ci.example/job/1", "http://127.0.0.1:9/x"],
     "context": ["gpuops-lab", "no-such-context"],
     "workload": ["pod/fuzz-pending", "fuzz-pending", "pod/ghost", "deployment/ghost", "job/ghost"],
-    "path": [f"{TMP}/headroom.json", f"{TMP}/page", f"{TMP}/missing.json", TMP, f"{TMP}/a/b/c"],
+    "path": [
+        f"{TMP}/headroom.json",
+        f"{TMP}/page",
+        f"{TMP}/missing.json",
+        TMP,
+        f"{TMP}/a/b/c",
+        f"{TMP}/ctx",
+        f"{TMP}/ctx/Dockerfile",
+        f"{TMP}/record.json",
+    ],
+    "image": [
+        f"{REG}/fuzz/app:1",
+        f"{REG}/fuzz/app",
+        f"{REG}/fuzz/ghost:1",
+        "nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04",
+        f"{REG}/fuzz/app@sha256:" + "0" * 64,
+    ],
+    "tag": ["2", "staging", "latest", "v1.0.0-rc.1"],
+    "revision": ["0123abc", "f" * 40],
+    "key-values": [{"team": "ml"}, "team=ml", ["a=1", "b=2"]],
+    "stage": ["app", "build", "runtime"],
+    "platform": ["linux/amd64", "linux/arm64"],
+    "version": ["12.2", "11.8", "12.4.1"],
 }
-#: The first plausible value of an option by name, where the type's first example is not it.
-FIRST_BY_NAME: dict[str, Any] = {"out": f"{TMP}/page"}
+#: The first plausible value of an option where the type's first example is not it, by command
+#: and option name; the first call sets these even where the option is not required.
+FIRST: dict[str, dict[str, Any]] = {
+    "report capacity": {"out": f"{TMP}/page"},
+    "image build": {
+        "image": f"{REG}/fuzz/built",
+        "context": f"{TMP}/ctx",
+        "build_number": "7",
+        "plain_http": True,
+    },
+    "image tag": {"plain_http": True},
+    "image inspect": {"plain_http": True},
+    "image compat": {"image": f"{REG}/fuzz/app:1", "plain_http": True},
+}
 
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
@@ -156,14 +204,15 @@ def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[s
     """The required options at their first plausible value, the rest left out: one call that
     should get a real answer from the cluster (the test checks that one did)."""
     params: dict[str, Any] = {}
+    first = FIRST.get(path, {})
     for option in COMMANDS[path]["options"]:
-        if option["name"] == "kubeconfig":
+        name, kind = option["name"], option["type"]
+        if name == "kubeconfig":
             params["kubeconfig"] = kubeconfig
+        elif name in first:
+            params[name] = first[name]
         elif option["required"]:
-            kind = option["type"]
-            params[option["name"]] = FIRST_BY_NAME.get(
-                option["name"], option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
-            )
+            params[name] = option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
     return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
 
 
@@ -197,14 +246,17 @@ def _objects(lab: KubeLab) -> set[tuple[str, str, str]]:
     return found
 
 
-def _in(tmp: str, value: Any) -> Any:
-    """``value`` with the scratch-folder placeholder replaced, wherever it holds text."""
+def _in(places: dict[str, str], value: Any) -> Any:
+    """``value`` with the placeholders (``{tmp}``, ``{registry}``) replaced wherever it holds
+    text."""
     if isinstance(value, str):
-        return value.replace(TMP, tmp)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_in(tmp, v) for v in value)
+        for placeholder, real in places.items():
+            value = value.replace(placeholder, real)
+        return value
+    if isinstance(value, list | tuple):
+        return type(value)(_in(places, v) for v in value)
     if isinstance(value, dict):
-        return {k: _in(tmp, v) for k, v in value.items()}
+        return {k: _in(places, v) for k, v in value.items()}
     return value
 
 
@@ -242,21 +294,40 @@ def headroom_result(kube_lab: KubeLab) -> str:
     return out
 
 
+@pytest.fixture(scope="module")
+def fuzz_image(registry_lab: RegistryLab) -> str:
+    """``<lab registry>/fuzz/app:1``: an image on a CUDA 12.2.2 base, as NVIDIA builds theirs."""
+    ref = f"{registry_lab.url}/fuzz/app:1"
+    registry_lab.build(ref, cuda_12_2_base(registry_lab.base_image))
+    pushed_digest(registry_lab.push(ref))
+    return ref
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     kube_lab: KubeLab,
     pending_pod: str,
     headroom_result: str,
+    request: pytest.FixtureRequest,
     path: str,
     how: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files"), f"gpuops {path} needs {env.needs}: give it that lab"
+    assert env.needs in ("kube", "files", "registry"), f"gpuops {path} needs {env.needs}: add it"
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
-                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT"):  # fmt: skip
+                "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_REGISTRY_CA",
+                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
+    places = {REG: "registry.invalid"}
+    if env.needs == "registry":  # only these commands start the registry lab
+        rlab: RegistryLab = request.getfixturevalue("registry_lab")
+        request.getfixturevalue("fuzz_image")
+        places[REG] = rlab.url
+        monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
+        monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
+        base = rlab.base_image
     before = _objects(kube_lab)
     seen: set[int] = set()
 
@@ -265,8 +336,11 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     @given(call=_call(path, str(kube_lab.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
-            params, args = _in(tmp, call)
+            params, args = _in({**places, TMP: tmp}, call)
             (Path(tmp) / "headroom.json").write_text(headroom_result)
+            if env.needs == "registry":
+                (Path(tmp) / "ctx").mkdir()
+                (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
