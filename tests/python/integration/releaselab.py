@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import urllib.error
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -15,10 +14,11 @@ from typing import Any
 
 import yaml
 from integration.conftest_kube import KubeLab, wait_until
-from integration.conftest_registry import MANIFEST_TYPES, RegistryLab, pushed_digest
+from integration.conftest_registry import RegistryLab, pushed_digest
 
 from gpuops.core.releasehistory import CHANGE_CAUSE, HISTORY_KEY, RELEASE_ANNOTATION
-from gpuops.errors import Unreachable
+from gpuops.usecases.images.registryops import RegistryAccess
+from gpuops.usecases.releases.registry import ImageRegistry
 from gpuops_lab import kube as labkube
 
 REPOSITORY_PATH = "ai/infer"
@@ -35,53 +35,17 @@ TAGS = (
 )
 
 
-class LabRegistry:
-    """The registry side of a release against the lab registry over its HTTP API."""
+class LabRegistry(ImageRegistry):
+    """The release's own registry side (usecases/releases/registry.py, the image use cases)
+    on the plain-HTTP lab registry; it remembers the tag moves it made."""
 
     def __init__(self, rlab: RegistryLab) -> None:
+        super().__init__(RegistryAccess(plain_http=True))
         self.rlab = rlab
         self.moves: list[tuple[str, str, str]] = []
 
-    def _path(self, repository: str) -> str:
-        host, _, path = repository.partition("/")
-        assert host == self.rlab.url, f"{repository} is not in the lab registry"
-        return path
-
-    def _http(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            return self.rlab.http(method, path, **kw)
-        except (urllib.error.URLError, OSError):
-            raise Unreachable(f"cannot reach the registry at {self.rlab.url}") from None
-
-    def resolve(self, repository: str, tag: str) -> str | None:
-        resp = self._http(
-            "HEAD",
-            f"/v2/{self._path(repository)}/manifests/{tag}",
-            headers={"Accept": MANIFEST_TYPES},
-        )
-        return resp.headers.get("Docker-Content-Digest") if resp.status == 200 else None
-
-    def has_digest(self, repository: str, digest: str) -> bool:
-        return self.resolve(repository, digest) == digest
-
-    def compat(self, env: Any, digest: str, cluster: Any, connect: Any) -> Any:
-        from gpuops.usecases.releases.gates import Gate
-
-        return Gate("compat", True, "TEMPORARY: not checked by the test registry")
-
     def move_tag(self, repository: str, digest: str, tag: str) -> None:
-        path = self._path(repository)
-        got = self._http(
-            "GET", f"/v2/{path}/manifests/{digest}", headers={"Accept": MANIFEST_TYPES}
-        )
-        assert got.status == 200, got.status
-        put = self._http(
-            "PUT",
-            f"/v2/{path}/manifests/{tag}",
-            headers={"Content-Type": got.headers["Content-Type"]},
-            data=got.body,
-        )
-        assert put.status == 201, put.status
+        super().move_tag(repository, digest, tag)
         self.moves.append((repository, digest, tag))
 
 
@@ -252,12 +216,18 @@ class Target:
         wait_until(done, f"deployment {self.namespace}/{self.name} rolled out", timeout)
 
 
-def own_nodes(kube: KubeLab, node_class: str, count: int = 2, memory: str = "64Gi") -> list[str]:
+def own_nodes(
+    kube: KubeLab,
+    node_class: str,
+    count: int = 2,
+    memory: str = "64Gi",
+    driver: str = "550.90.07",
+) -> list[str]:
     """kwok H800 nodes of a class only this test uses (8 GPUs, ``memory`` each)."""
     specs = [
         replace(
             labkube.gpu_node(
-                f"{node_class}-{i}", "h800", "550.90.07", labels={"accelerator": node_class}
+                f"{node_class}-{i}", "h800", driver, labels={"accelerator": node_class}
             ),
             memory=memory,
         )
@@ -283,9 +253,27 @@ def fill_memory(kube: KubeLab, namespace: str, nodes: list[str], memory: str) ->
     )
 
 
+#: Namespaces the current test made (conftest_release removes them after each test, so
+#: that one test's Deployments do not hold the shared node classes' GPUs for the next).
+MADE: list[tuple[KubeLab, str]] = []
+
+
+def remove_made() -> None:
+    """Delete the namespaces the test made and wait until their pods are gone."""
+    while MADE:
+        kube, name = MADE.pop()
+        kube.core.delete_namespace(name, grace_period_seconds=0)
+        wait_until(
+            lambda k=kube, n=name: not k.core.list_namespaced_pod(n).items,
+            f"pods of namespace {name} gone",
+            timeout=120,
+        )
+
+
 def namespace(kube: KubeLab, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     kube.core.create_namespace({"metadata": {"name": name}})
+    MADE.append((kube, name))
     wait_until(
         lambda: any(
             sa.metadata.name == "default"

@@ -104,7 +104,8 @@ def test_a_release_that_cannot_be_scheduled_is_rolled_back_with_the_reasons(
     record = assert_rolled_back(t, out, error, "unschedulable", was)
     assert record["rolled_back_to"] == 1
     assert "Insufficient memory" in record["failure"]["scheduler_message"]
-    assert [g.name for g in out.gates] == ["image", "headroom"] and all(g.ok for g in out.gates)
+    assert [g.name for g in out.gates] == ["image", "compat", "headroom"]
+    assert all(g.ok for g in out.gates)
     assert out.explanation is not None
     assert out.explanation["agrees_with_scheduler"] is True, out.explanation
     assert {n["name"] for n in out.explanation["nodes"]} >= set(own_nodes_of(kube_lab, node_class))

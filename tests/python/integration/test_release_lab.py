@@ -4,13 +4,21 @@ cluster and in ``kubectl rollout history``, rollback, model releases (S-22), app
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from integration.conftest_kube import KubeLab
 from integration.conftest_registry import RegistryLab
-from integration.releaselab import Images, LabRegistry, Target, environment, make_target
+from integration.releaselab import (
+    Images,
+    LabRegistry,
+    Target,
+    environment,
+    make_target,
+    own_nodes,
+)
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.errors import GateRefused, InvalidInput
@@ -78,7 +86,9 @@ def test_promote_sets_the_image_by_digest_and_records_the_release(
     assert target.change_causes()[-1].startswith("gpuops #1 promote staging: 1.1.0 (sha256:")
     assert not target.leases(), "the lock is given back"
     assert any("rollout complete" in line for line in target.lines), target.lines
-    assert [g.name for g in out.gates] == ["image", "headroom"]
+    assert [g.name for g in out.gates] == ["image", "compat", "headroom"]
+    compat = out.gates[1]  # the image's CUDA (its label) against the H800 class's drivers
+    assert compat.ok and compat.details["cuda_version"].startswith("12.2"), compat
     # the environment's registry tag follows what runs
     assert (
         LabRegistry(registry_lab).resolve(release_images.repository, "staging")
@@ -161,6 +171,31 @@ def test_a_tag_that_does_not_exist_is_refused_before_anything_changes(
     assert "tag 7.7.7 does not exist" in error.message
     assert target.image() == before and not target.history("staging") and not target.leases()
     assert out.gates[-1].name == "image" and not out.gates[-1].ok
+
+
+def test_an_image_the_node_class_drivers_cannot_run_is_refused_before_anything_changes(
+    kube_lab: KubeLab, registry_lab: RegistryLab, release_images: Images, tmp_path: Path
+) -> None:
+    node_class = f"old-driver-{uuid.uuid4().hex[:5]}"
+    nodes = own_nodes(kube_lab, node_class, count=1, driver="470.82.01")  # CUDA 11.4 at most
+
+    def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
+        return {"staging": environment(ns, name, repo, node_class=node_class)}
+
+    # runs before gpuops on the class (1.0.0, no GPU: it need not fit); 1.1.0 needs CUDA 12.2
+    t = make_target(kube_lab, release_images, tmp_path, "compat", envs=envs, gpus=0)
+    d = deps(kube_lab, registry_lab, t)
+    before = t.image()
+
+    out, error = promote(t, d, "1.1.0")
+
+    assert isinstance(error, GateRefused), error
+    gate = out.gates[-1]
+    assert gate.name == "compat" and not gate.ok
+    assert gate.details["offending"] == nodes, gate
+    assert error.message.startswith("CUDA 12.2"), error.message
+    assert f"{nodes[0]} (470.82.01)" in error.message, error.message
+    assert t.image() == before and not t.history("staging") and not t.leases()
 
 
 def test_status_reads_what_runs(
