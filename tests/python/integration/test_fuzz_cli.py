@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -59,6 +60,16 @@ ENVIRONMENTS: dict[str, Env] = {
     "image tag": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
     "image inspect": Env(needs="registry", exits=frozenset({0, 1, 2, 4})),
     "image compat": Env(needs="registry", exits=frozenset({0, 1, 2, 3, 4})),
+    # an application's environments file in the scratch folder (the default --config), its
+    # Deployment (0 replicas: a release creates no pods) and images in the lab registry.
+    # promote and rollback really release (that Deployment, its history, the registry tag):
+    # exit 3 is a gate's no (tag not there, approval missing), never 1 (no rollout can fail).
+    "release promote": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
+    "release rollback": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
+    "release history": Env(needs="release", exits=frozenset({0, 2})),
+    "release status": Env(needs="release", exits=frozenset({0, 2})),
+    # no Jenkins can run here (see test_jenkins_apply.py): every URL is unreachable (exit 4)
+    "jenkins apply": Env(needs="release", exits=frozenset({2, 4})),
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
@@ -114,6 +125,10 @@ EXAMPLES: dict[str, list[Any]] = {
     "stage": ["app", "build", "runtime"],
     "platform": ["linux/amd64", "linux/arm64"],
     "version": ["12.2", "11.8", "12.4.1"],
+    "environment": ["fuzz", "production", "no-such-env"],
+    "user": ["release-manager", "ci@example.com"],
+    "text": ["new tokenizer", ""],
+    "commit": ["0123abc", "f" * 40],
 }
 #: The first plausible value of an option where the type's first example is not it, by command
 #: and option name; the first call sets these even where the option is not required.
@@ -128,6 +143,8 @@ FIRST: dict[str, dict[str, Any]] = {
     "image tag": {"plain_http": True},
     "image inspect": {"plain_http": True},
     "image compat": {"image": f"{REG}/fuzz/app:1", "plain_http": True},
+    "release promote": {"tag": "2"},
+    "release rollback": {"previous": True},
 }
 
 TRICKY = st.sampled_from(
@@ -303,6 +320,86 @@ def fuzz_image(registry_lab: RegistryLab) -> str:
     return ref
 
 
+#: The releases' image repository: only the release commands' examples name it.
+RELEASE_REPO = "fuzz/release"
+
+
+def release_file(registry: str, namespace: str) -> str:
+    """The application's ``gpuops-release.yaml`` for the fuzz Deployment."""
+    common = {
+        "namespace": namespace,
+        "deployment": "app",
+        "container": "app",
+        "node_class": "nvidia-h800",
+        "registry": {"plain_http": True},
+        "registry_tag": "current",
+        "rollout": {"ready_seconds": 10, "unschedulable_seconds": 5},
+        "lock": {"lease_seconds": 8},
+    }
+    return json.dumps(
+        {
+            "image": f"{registry}/{RELEASE_REPO}",
+            "jenkins": {
+                "folder": "fuzz",
+                "name": "app",
+                "repository": "https://git.example.invalid/fuzz/app.git",
+                "credentials": "git-ci",
+                "jenkinsfile": "Jenkinsfile",
+            },
+            "environments": {
+                "fuzz": common,
+                "production": {**common, "approval": {"approvers": ["release-managers"]}},
+            },
+        }
+    )  # JSON is YAML
+
+
+@pytest.fixture(scope="module")
+def release_app(kube_lab: KubeLab, registry_lab: RegistryLab) -> Iterator[str]:
+    """Namespace with Deployment ``app`` (0 replicas) released twice with gpuops (tags 2 then
+    1, so that rollback has a previous release); returns the namespace."""
+    digests = {}
+    for tag in ("1", "2"):
+        ref = f"{registry_lab.url}/{RELEASE_REPO}:{tag}"
+        registry_lab.build(ref, cuda_12_2_base(registry_lab.base_image) + f"LABEL v={tag}\n")
+        digests[tag] = pushed_digest(registry_lab.push(ref))
+    namespace = f"fuzzrel-{uuid.uuid4().hex[:5]}"
+    kube_lab.core.create_namespace({"metadata": {"name": namespace}})
+    container = {
+        "name": "app",
+        "image": f"{registry_lab.url}/{RELEASE_REPO}:1@{digests['1']}",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    labels = {"app": "app"}
+    kube_lab.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "app"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"accelerator": "nvidia-h800"},
+                        "containers": [container],
+                    },
+                },
+            },
+        },
+    )
+    with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
+        (Path(tmp) / "gpuops-release.yaml").write_text(release_file(registry_lab.url, namespace))
+        for tag in ("2", "1"):
+            argv = ["--output", "json", "release", "promote", "-e", "fuzz", "--tag", tag,
+                    "--kubeconfig", str(kube_lab.kubeconfig)]  # fmt: skip
+            with contextlib.chdir(tmp):
+                code, _, err = _one("release promote", argv)
+            assert code == 0, err
+    yield namespace
+    kube_lab.core.delete_namespace(namespace)
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
@@ -315,10 +412,11 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files", "registry"), f"gpuops {path} needs {env.needs}: add it"
+    assert env.needs in ("kube", "files", "registry", "release"), f"{path} needs {env.needs}"
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
                 "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_REGISTRY_CA",
-                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD"):  # fmt: skip
+                "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD", "GPUOPS_RELEASE_CONFIG",
+                "JENKINS_URL", "GPUOPS_JENKINS_USER", "GPUOPS_JENKINS_TOKEN"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
     places = {REG: "registry.invalid"}
     if env.needs == "registry":  # only these commands start the registry lab
@@ -328,6 +426,10 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
         monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
         monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
         base = rlab.base_image
+    if env.needs == "release":  # the registry lab, images, a Deployment, an environments file
+        rlab = request.getfixturevalue("registry_lab")
+        places[REG] = rlab.url
+        release_doc = release_file(rlab.url, request.getfixturevalue("release_app"))
     before = _objects(kube_lab)
     seen: set[int] = set()
 
@@ -341,6 +443,8 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
             if env.needs == "registry":
                 (Path(tmp) / "ctx").mkdir()
                 (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
+            if env.needs == "release":
+                (Path(tmp) / "gpuops-release.yaml").write_text(release_doc)
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
