@@ -68,6 +68,8 @@ ENVIRONMENTS: dict[str, Env] = {
     "release rollback": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
     "release history": Env(needs="release", exits=frozenset({0, 2})),
     "release status": Env(needs="release", exits=frozenset({0, 2})),
+    # reads a release history result (history.json in the scratch folder) and writes a page
+    "report releases": Env(needs="release", exits=frozenset({0, 1, 2})),
     # no Jenkins can run here (see test_jenkins_apply.py): every URL is unreachable (exit 4)
     "jenkins apply": Env(needs="release", exits=frozenset({2, 4})),
 }
@@ -145,6 +147,7 @@ FIRST: dict[str, dict[str, Any]] = {
     "image compat": {"image": f"{REG}/fuzz/app:1", "plain_http": True},
     "release promote": {"tag": "2"},
     "release rollback": {"previous": True},
+    "report releases": {"input_path": f"{TMP}/history.json", "out": f"{TMP}/page"},
 }
 
 TRICKY = st.sampled_from(
@@ -355,9 +358,10 @@ def release_file(registry: str, namespace: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def release_app(kube_lab: KubeLab, registry_lab: RegistryLab) -> Iterator[str]:
+def release_app(kube_lab: KubeLab, registry_lab: RegistryLab) -> Iterator[tuple[str, str]]:
     """Namespace with Deployment ``app`` (0 replicas) released twice with gpuops (tags 2 then
-    1, so that rollback has a previous release); returns the namespace."""
+    1, so that rollback has a previous release); returns the namespace and its history (the
+    result document of ``release history``, what ``report releases`` reads)."""
     digests = {}
     for tag in ("1", "2"):
         ref = f"{registry_lab.url}/{RELEASE_REPO}:{tag}"
@@ -396,7 +400,12 @@ def release_app(kube_lab: KubeLab, registry_lab: RegistryLab) -> Iterator[str]:
             with contextlib.chdir(tmp):
                 code, _, err = _one("release promote", argv)
             assert code == 0, err
-    yield namespace
+        argv = ["--output", "json", "release", "history", "-e", "fuzz",
+                "--kubeconfig", str(kube_lab.kubeconfig)]  # fmt: skip
+        with contextlib.chdir(tmp):
+            code, history, err = _one("release history", argv)
+        assert code == 0, err
+    yield namespace, history
     kube_lab.core.delete_namespace(namespace)
 
 
@@ -429,7 +438,8 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     if env.needs == "release":  # the registry lab, images, a Deployment, an environments file
         rlab = request.getfixturevalue("registry_lab")
         places[REG] = rlab.url
-        release_doc = release_file(rlab.url, request.getfixturevalue("release_app"))
+        release_ns, release_history = request.getfixturevalue("release_app")
+        release_doc = release_file(rlab.url, release_ns)
     before = _objects(kube_lab)
     seen: set[int] = set()
 
@@ -445,6 +455,7 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
                 (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
             if env.needs == "release":
                 (Path(tmp) / "gpuops-release.yaml").write_text(release_doc)
+                (Path(tmp) / "history.json").write_text(release_history)
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"

@@ -10,12 +10,13 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, pass_runtime
-from gpuops.cli.common import cluster_options
+from gpuops.cli.common import cluster_options, report_dir_option, write_report
 from gpuops.cli.types import Integer, Text
 from gpuops.core.imageref import check_git_revision, check_tag
 from gpuops.core.kubeinput import dns_label
@@ -205,14 +206,20 @@ def rollback(
     show_default=True,
     help="Newest records shown.",
 )
-def history(environment: str, config: str, cluster: Any, limit: int) -> Outcome:
+@report_dir_option("release history page (releases.html)")
+def history(
+    environment: str, config: str, cluster: Any, limit: int, report_dir: Path | None
+) -> Outcome:
     """The environment's releases, newest first: what ran, who approved, how it ended;
     ``kubectl rollout history`` shows the same change causes."""
     from gpuops.render.release import history_table  # noqa: PLC0415
     from gpuops.usecases.releases import status as usecase  # noqa: PLC0415
 
     out = usecase.history(_target(environment, config, cluster), limit)
-    return Outcome(out.to_dict(), history_table(out))
+    data, text = out.to_dict(), history_table(out)
+    if report_dir is not None:
+        text += "\n" + write_report(data, report_dir, "releases", out.to_dict)
+    return Outcome(data, text)
 
 
 @release.command()

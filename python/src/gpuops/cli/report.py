@@ -46,3 +46,11 @@ def _render(kind: str, input_path: Path, out: Path) -> Outcome:
 def capacity(input_path: Path, out: Path) -> Outcome:
     """GPU capacity per node class from 'gpuops headroom check --show-nodes'."""
     return _render("capacity", input_path, out)
+
+
+@report.command()
+@_input
+@_out
+def releases(input_path: Path, out: Path) -> Outcome:
+    """An environment's release history from 'gpuops release history'."""
+    return _render("releases", input_path, out)

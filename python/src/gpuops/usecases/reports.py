@@ -36,12 +36,12 @@ class ReportOutcome:
 
 
 def _writers() -> dict[str, Callable[[Mapping[str, Any], Path], Written]]:
-    from gpuops.render.html import capacity  # noqa: PLC0415 - Jinja2/pygal only when used
+    from gpuops.render.html import capacity, releases  # noqa: PLC0415 - Jinja2/pygal when used
 
-    return {"capacity": capacity.write}
+    return {"capacity": capacity.write, "releases": releases.write}
 
 
-KINDS = ("capacity",)
+KINDS = ("capacity", "releases")
 
 
 def load_result(path: Path) -> Mapping[str, Any]:
