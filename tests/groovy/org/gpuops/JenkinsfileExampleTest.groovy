@@ -5,6 +5,8 @@ import static org.junit.Assert.assertFalse
 import static org.junit.Assert.assertTrue
 
 import groovy.json.JsonSlurperClassic
+import java.nio.file.Files
+import java.nio.file.StandardCopyOption
 import java.util.concurrent.TimeUnit
 import org.junit.Before
 import org.junit.Test
@@ -146,8 +148,20 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         return dir.absolutePath
     }
 
+    /** `checkout scm`: the application's repository into the agent's workspace (modes kept). */
     void copyRepository() {
-        new AntBuilder().copy(todir: env.WORKSPACE) { fileset(dir: story.app as String) }
+        File from = new File(story.app as String)
+        File to = new File(env.WORKSPACE as String)
+        from.eachFileRecurse { File f ->
+            File target = new File(to, from.toPath().relativize(f.toPath()).toString())
+            if (f.isDirectory()) {
+                target.mkdirs()
+            } else {
+                target.parentFile.mkdirs()
+                Files.copy(f.toPath(), target.toPath(),
+                    StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.COPY_ATTRIBUTES)
+            }
+        }
     }
 
     @Override
