@@ -52,7 +52,7 @@ class DeclarativeShimTest extends GpuOpsPipelineTest {
     void aFailingStageSkipsTheRestAndRunsThePostFailure() {
         try {
             runSample([JOB: 'build', FAIL: true])
-            throw new AssertionError('the pipeline should have failed')
+            throw new AssertionError((Object) 'the pipeline should have failed')
         } catch (PipelineFailure failure) {
             assertEquals('boom', failure.message)
         }
@@ -69,7 +69,7 @@ class DeclarativeShimTest extends GpuOpsPipelineTest {
         binding.setVariable('params', [:])
         try {
             runScript('tests/groovy/pipelines/declarative-parallel.jenkins')
-            throw new AssertionError('parallel should be refused')
+            throw new AssertionError((Object) 'parallel should be refused')
         } catch (UnsupportedOperationException e) {
             assertEquals("the Declarative shim does not support 'parallel'", e.message)
         }

@@ -88,7 +88,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         } catch (PipelineFailure failure) {
             return failure.message
         }
-        throw new AssertionError("${stepName} was expected to fail, but it succeeded")
+        throw new AssertionError((Object) "${stepName} was expected to fail, but it succeeded")
     }
 
     // ---- the CLI's side: `sh` answers ------------------------------------------------
@@ -210,7 +210,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             return null
         }
         helper.registerAllowedMethod('sh', [String]) { String script ->
-            throw new AssertionError("sh without returnStatus: ${script}")
+            throw new AssertionError((Object) "sh without returnStatus: ${script}")
         }
         helper.registerAllowedMethod('withEnv', [List, Closure]) { List entries, Closure body ->
             Map saved = new LinkedHashMap(env)
@@ -339,7 +339,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
                 }
                 break
             default:
-                throw new AssertionError("unknown credential binding ${binding}")
+                throw new AssertionError((Object) "unknown credential binding ${binding}")
         }
         values.each { String name, String value ->
             assert name ==~ /^[A-Z_][A-Z0-9_]*$/: "bad variable name ${name}"

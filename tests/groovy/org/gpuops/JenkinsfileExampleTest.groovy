@@ -45,12 +45,32 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         env.remove('WORKSPACE')
         env.GPUOPS_CLI = story.cli
         env.JENKINS_URL = 'https://jenkins.example.invalid/'
+        // what the controller (global properties) and the agent pod template give the lab
+        env.GPUOPS_REGISTRY_HOST = story.registry
+        env.GPUOPS_REGISTRY_PLAIN_HTTP = 'true'
+        env.DOCKER_HOST = story.builder
+        env.DOCKER_API_VERSION = '1.41'
         String kubeconfig = new File(story.kubeconfig as String).text
         credentialStore['kubeconfig-staging'] = [content: kubeconfig]
         credentialStore['kubeconfig-production'] = [content: kubeconfig]
         credentialStore['registry-release'] = [username: 'robot-release', password: 'not-used-by-the-lab-registry']
         helper.registerAllowedMethod('echo', [String]) { String text -> say(text) }
         helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> say("[archived ${args.artifacts}]") }
+        // `checkout scm` inside a step (promoteTag on its agents) copies the repository too
+        helper.registerAllowedMethod('checkout', [Map]) { Map scm ->
+            checkouts.add(env.NODE_NAME)
+            copyRepository()
+            return [:]
+        }
+        // `sh 'script'` on a real agent: the real /bin/sh, failing the build on a non-zero exit
+        helper.registerAllowedMethod('sh', [String]) { String script ->
+            Map call = [script: script, returnStatus: false, env: new LinkedHashMap(env)]
+            shCalls.add(call)
+            if (runShell(call) != 0) {
+                throw new PipelineFailure("script returned exit code ${call.status}")
+            }
+            return null
+        }
         shim = new Declarative(helper, env, [
             node     : { String label, Closure body -> runOnAgent(label, body) },
             checkout : { -> copyRepository() },
@@ -89,8 +109,9 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
     }
 
     void storyStep(String... argv) {
-        Process p = new ProcessBuilder(["${story.python_bin}/python", "${story.repo_root}/scripts/release_story.py"] +
-            (argv as List) + ['--kubeconfig', story.kubeconfig as String]).redirectErrorStream(true).start()
+        List<String> command = (["${story.python_bin}/python", "${story.repo_root}/scripts/release_story.py"] +
+            (argv as List) + ['--kubeconfig', story.kubeconfig])*.toString()
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start()
         String out = p.inputStream.text
         assertTrue('release_story.py did not finish', p.waitFor(180, TimeUnit.SECONDS))
         assertEquals(out, 0, p.exitValue())
@@ -134,7 +155,10 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         assertEquals(rollback.error, 'SUCCESS', rollback.result)
         assertTrue(console.any { it == 'rollback of production to 41: succeeded' })
         assertEquals('every approval was asked outside any agent', [false] * 4, inputs*.agentHeld)
-        assertEquals(4, locks.size())
+        // one lock(<target>) per release: staging 41; production 41, 42, 43 (rolled back), rollback
+        assertEquals(5, locks.size())
+        assertEquals(1, locks.count { it.resource.toString().contains('/ai-staging/') })
+        assertEquals(4, locks.count { it.resource.toString().contains('/ai-production/') })
 
         new File(story.story_dir as String, 'console.log').text = console.join('\n') + '\n'
     }
