@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,11 @@ def setup(args: argparse.Namespace) -> World:
     run = f"{int(time.time())}"
     classes = {NODE_CLASS: f"{NODE_CLASS}-{run}", FULL_CLASS: f"{FULL_CLASS}-{run}"}
     nodes = [
-        labkube.NodeSpec(f"{cls}-{i}", labels={"accelerator": cls}, memory="64Gi")
+        # H800s with a driver label (550: CUDA 12.4): the compat gate checks the image for real
+        replace(
+            labkube.gpu_node(f"{cls}-{i}", "h800", "550.90.07", labels={"accelerator": cls}),
+            memory="64Gi",
+        )
         for cls in classes.values()
         for i in range(2)
     ]
