@@ -111,7 +111,10 @@ class CliContract implements Serializable {
         return doc.version
     }
 
-    /** The error map (message, category, hint, exitCode, field) from an error document, filling gaps from the exit status. */
+    /**
+     * The error map (message, category, hint, exitCode, field) from an error document,
+     * filling gaps from the exit status.
+     */
     @NonCPS
     static Map errorOf(Object doc, int status) {
         Map error = (doc instanceof Map && doc.error instanceof Map) ? (Map) doc.error : [:]

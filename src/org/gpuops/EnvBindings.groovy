@@ -11,11 +11,19 @@ class EnvBindings implements Serializable {
 
     private static final long serialVersionUID = 1L
 
-    /** Variables gpuopsExec sets itself; nothing else may bind them. */
+    /**
+     * Variables nothing may bind: those gpuopsExec sets itself, and those that change which code
+     * the shell, the dynamic loader or Python runs (a binding named by a step parameter must not
+     * become a way to run something else).
+     */
     static final List<String> RESERVED = [
         'GPUOPS_PARAMS_FILE', 'GPUOPS_RESULT_FILE', 'GPUOPS_ERROR_FILE', 'GPUOPS_VERSION_FILE',
         'GPUOPS_CLI', 'PATH', 'HOME', 'WORKSPACE',
+        'BASH_ENV', 'ENV', 'IFS', 'SHELL', 'SHELLOPTS', 'BASHOPTS', 'PS4', 'CDPATH',
     ].asImmutable()
+
+    /** Prefixes of reserved variables: the dynamic loader's, Python's, exported bash functions. */
+    static final List<String> RESERVED_PREFIXES = ['LD_', 'PYTHON', 'BASH_FUNC_'].asImmutable()
 
     private static final Map ONE_VARIABLE = [required: ['variable'], optional: []].asImmutable()
 
@@ -105,7 +113,7 @@ class EnvBindings implements Serializable {
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("${where}: ${e.message}", e)
         }
-        if (RESERVED.contains(checked)) {
+        if (RESERVED.contains(checked) || RESERVED_PREFIXES.any { String p -> checked.startsWith(p) }) {
             throw new IllegalArgumentException("${where}: ${checked} is reserved by gpuopsExec")
         }
         if (!seen.add(checked)) {

@@ -23,7 +23,7 @@ class Reports implements Serializable {
         if (!report) {
             return [:]
         }
-        String dir = (params?.report_dir ?: report.dir)?.toString()
+        String dir = params?.report_dir ?: report.dir
         if (!dir || !(dir ==~ DIR_PATTERN) || dir.split('/').any { it == '..' || it == '.' }) {
             throw new IllegalArgumentException(
                 "report folder ${Shell.describe(dir)} must be a relative path inside the workspace " +

@@ -269,6 +269,14 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
                 'credentials[0].passwordVariable is required',
             ([stepName: 'pushImage', command: WORDS, environment: [GPUOPS_PARAMS_FILE: '/tmp/x']]):
                 'GPUOPS_PARAMS_FILE is reserved',
+            ([stepName: 'pushImage', command: WORDS, environment: [LD_PRELOAD: '/tmp/x.so']]):
+                'LD_PRELOAD is reserved',
+            ([stepName: 'pushImage', command: WORDS, environment: [PYTHONPATH: '/tmp']]):
+                'PYTHONPATH is reserved',
+            ([stepName: 'pushImage', command: WORDS, environment: [BASH_ENV: '/tmp/rc']]):
+                'BASH_ENV is reserved',
+            ([stepName: 'pushImage', command: WORDS, credentials: [[type: 'string', id: 'x', variable: 'IFS']]]):
+                'IFS is reserved',
         ]
         cases.each { Map config, String expected ->
             String message = runStepExpectingError('gpuopsExec', config)
