@@ -91,7 +91,9 @@ class Declarative {
             withDelegate(body, new WhenSpec(stage))
         }
         helper.registerAllowedMethod('steps', [Closure]) { Closure body -> current().steps = body }
-        helper.registerAllowedMethod('post', [Closure]) { Closure body -> withDelegate(body, new PostSpec(current().post)) }
+        helper.registerAllowedMethod('post', [Closure]) { Closure body ->
+            withDelegate(body, new PostSpec(current().post))
+        }
         helper.registerAllowedMethod('options', [Closure]) { Closure body ->
             withDelegate(body, new OptionsSpec(current().options))
         }
@@ -122,6 +124,7 @@ class Declarative {
 
     // ---- running --------------------------------------------------------------------
 
+    @SuppressWarnings('CatchThrowable')  // a failed step may be an Error (assert): Jenkins fails the build too
     private void runPipeline(Closure body) {
         pipeline = new Section(name: 'pipeline')
         collecting.add(pipeline)
@@ -144,6 +147,7 @@ class Declarative {
         }
     }
 
+    @SuppressWarnings('CatchThrowable')  // a failed step may be an Error (assert): Jenkins fails the stage too
     private void runStages(List<Section> stages) {
         Throwable failure = null
         for (Section stage : stages) {
@@ -163,6 +167,7 @@ class Declarative {
         }
     }
 
+    @SuppressWarnings('CatchThrowable')  // a failed step may be an Error (assert): Jenkins fails the stage too
     private void runStage(Section stage) {
         console.add("[Pipeline] { (${stage.name})".toString())
         if (stage.when != null && stage.beforeAgent && !stage.when()) {
@@ -317,6 +322,7 @@ class Declarative {
             options.add([timeout: args])
         }
 
+        @SuppressWarnings('BuilderMethodWithSideEffects')  // the Declarative option's own name
         void buildDiscarder(Object value) {
             options.add([buildDiscarder: value])
         }

@@ -276,7 +276,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
 
     protected Object runOnAgent(String label, Closure body) {
         Map saved = new LinkedHashMap(env)
-        String name = "${label}-${agents.size() + 1}".toString()
+        String name = "${label}-${agents.size() + 1}"
         agents.add([label: label, node: name])
         env.NODE_NAME = name
         env.WORKSPACE = agentWorkspace(name)

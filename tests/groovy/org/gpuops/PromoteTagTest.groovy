@@ -35,7 +35,8 @@ class PromoteTagTest extends GpuOpsPipelineTest {
         Map params = (Map) new JsonSlurperClassic().parseText(files.get(call.env.GPUOPS_PARAMS_FILE))
         calls.add(params + [node: call.env.NODE_NAME, workspace: call.env.WORKSPACE])
         Map result = params.dry_run ? plan : released
-        files.put(call.env.GPUOPS_RESULT_FILE, JsonOutput.toJson([ok: true, command: 'release promote', result: result]))
+        files.put(call.env.GPUOPS_RESULT_FILE,
+            JsonOutput.toJson([ok: true, command: 'release promote', result: result]))
         return 0
     }
 
