@@ -252,6 +252,19 @@ def test_container_troubles(container: ContainerState, after: float, kind: str) 
     assert v.state == rollout.FAILED and v.problem is not None and v.problem.kind == kind
 
 
+def test_after_an_api_outage_the_problem_clocks_start_again() -> None:
+    """A pod seen running but not Ready just before the API server went away is not called
+    never-Ready for the outage: its kubelet could not report either."""
+    t = rollout.Tracker(started=0.0)
+    running = ContainerState("c", running=True)
+    obs = Observation(dep(), (pod(node="n1", phase="Running", containers=(running,)),))
+    assert assess(obs, t, 0.0).state == rollout.PROGRESSING
+    t.resume(19.0)  # the API answered again at 19 s
+    assert assess(obs, t, 20.0).state == rollout.PROGRESSING  # 1 s, not 20 s
+    v = assess(obs, t, 19.0 + POLICY.ready_s)
+    assert v.state == rollout.FAILED and v.problem is not None and v.problem.kind == "not-ready"
+
+
 def test_the_deployments_own_verdicts_and_our_timeout() -> None:
     t = rollout.Tracker(started=0.0)
     deadline = dep(

@@ -131,6 +131,13 @@ class Tracker:
         """Seconds this (problem, pod) has been seen, now included."""
         return now - self.first_seen.setdefault((kind, pod), now)
 
+    def resume(self, now: float) -> None:
+        """After a time nobody could observe (the API server did not answer, so no kubelet
+        could report either): every problem's clock and the progress clock start again now;
+        the rollout's own timeout keeps counting from ``started``."""
+        self.first_seen.clear()
+        self.progress_at = now
+
     def forget(self, keep: set[tuple[str, str]]) -> None:
         for key in [k for k in self.first_seen if k not in keep]:
             del self.first_seen[key]

@@ -82,6 +82,8 @@ def watch(
         if unreachable_since is not None:
             say(f"the Kubernetes API answers again after {now - unreachable_since:.0f}s")
             unreachable_since = None
+            for tracker in trackers.values():  # kubelets could not report meanwhile either
+                tracker.resume(now)
         for name, verdict in zip(deployments, verdicts, strict=True):
             said, at = last.get(name, ("", 0.0))
             if verdict.line != said or now - at >= HEARTBEAT_S:
