@@ -261,7 +261,7 @@ def test_after_an_api_outage_the_problem_clocks_start_again() -> None:
     assert assess(obs, t, 0.0).state == rollout.PROGRESSING
     t.resume(19.0)  # the API answered again at 19 s
     assert assess(obs, t, 20.0).state == rollout.PROGRESSING  # 1 s, not 20 s
-    v = assess(obs, t, 19.0 + POLICY.ready_s)
+    v = assess(obs, t, 20.0 + POLICY.ready_s)  # ready_s after it was seen again
     assert v.state == rollout.FAILED and v.problem is not None and v.problem.kind == "not-ready"
 
 
