@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The main job, on the local lab: the seed's incident (S-31, S-38) from both sides.
+# The main job, on the local lab: the seed's incident (S-31, S-38) from both sides, then the
+# release story (S-20 .. S-27) through Jenkinsfile.example.
 #   1. the lab: registry, Podman builder, 6 SSH GPU nodes, a real Kubernetes control plane
 #   2. the fleet as Ansible sees it (S-8) and what nvidia-smi says on each node (S-16)
 #   3. inference fills the H800 nodes; a training release asks for 2 x 4 H800 GPUs:
 #      the headroom gate refuses it (exit 3) before anything is deployed
 #   4. the training Job deployed anyway stays Pending: `gpuops headroom explain` says why,
 #      next to the real scheduler's FailedScheduling event, and what would fit
+#   5. Jenkinsfile.example run end to end (the real library, real sh, the real CLI): build 41,
+#      42, 43; staging 41; production 41 and 42 with approval; production 43 cannot be
+#      scheduled and is rolled back by itself; the production rollback job; the release history
 # Everything it starts is stopped at the end (also on failure or Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,4 +92,21 @@ done
 run "$KUBECTL" -n ai get events --field-selector reason=FailedScheduling \
   -o custom-columns=OBJECT:.involvedObject.name,MESSAGE:.message
 run "${G[@]}" headroom explain --namespace ai job/train
-say "done: the gate refused what the scheduler could not place, and said why"
+say "   the gate refused what the scheduler could not place, and said why"
+
+say "5. the release story: Jenkinsfile.example end to end on the lab"
+run "$KUBECTL" delete namespace ai --wait=true
+REGISTRY=$(jq -r '.result.components.registry.url' <<<"$status")
+BASE=$(jq -r '.result.components.builder.base_image' <<<"$status")
+BUILDER=$(jq -r '.result.components.builder.base_url' <<<"$status")
+STORY=$(.venv/bin/python scripts/release_story.py prepare --kubeconfig "$KUBECONFIG" \
+  --kubectl "$KUBECTL" --registry "$REGISTRY" --base-image "$BASE" --builder "$BUILDER" \
+  --out "$GPUOPS_LAB_DIR/story")
+echo "the application's repository: $(dirname "$STORY")/app (gpuops-release.yaml, Dockerfile, tests/)"
+run gradle --console=plain -q labTest -Dgpuops.story="$STORY" -Dgpuops.console=true
+APP_CONFIG="$(dirname "$STORY")/app/gpuops-release.yaml"
+say "   the release history, from the cluster"
+run "${G[@]}" release history -e staging --config "$APP_CONFIG"
+run "${G[@]}" release history -e production --config "$APP_CONFIG"
+run "$KUBECTL" -n ai-production rollout history deployment/infer
+say "done: one safe release path, from build to rollback, recorded where the cluster is"

@@ -11,4 +11,5 @@ pytest_plugins = [
     "integration.conftest_agent",
     "integration.conftest_kube",
     "integration.conftest_nodes",
+    "integration.conftest_release",
 ]

@@ -39,7 +39,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
-from gpuops_lab import proc, repo_root
+from gpuops_lab import kwokstages, proc, repo_root
 from gpuops_lab.gpus import MODELS as GPU_MODELS
 from gpuops_lab.nvsmi import cuda_version
 
@@ -790,7 +790,8 @@ def _start_controllers(p: _Plan) -> None:
                 str(p.bins / "kwok"),
                 f"--kubeconfig={p.kubeconfig('kwok')}",
                 f"--config={p.dir / 'kwok.yaml'}",
-                f"--config={p.bins / 'kwok-stages.yaml'}",
+                # kwok's own stages, plus the staged container faults (kwokstages.py)
+                f"--config={kwokstages.write(p.bins / 'kwok-stages.yaml', p.dir / 'stages.yaml')}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
                 "--node-ip=127.0.0.1",

@@ -1,4 +1,5 @@
-"""The Ansible content gpuops ships: roles, playbooks, the example inventory, ansible.cfg.
+"""The content gpuops ships: the Ansible roles, playbooks, example inventory and ansible.cfg,
+and the Jenkins job templates.
 
 It is package data (``gpuops/ansible``, the repository's ``ansible/`` folder), so the CLI
 runs its playbooks on an agent without a checkout, and what the tests and ansible-lint
@@ -33,3 +34,15 @@ def playbook(name: str) -> Path:
 
 def roles_dir() -> Path:
     return ansible_dir() / "roles"
+
+
+def jobs_dir() -> Path:
+    """The Jenkins job templates of ``gpuops jenkins apply`` (the library's
+    ``resources/org/gpuops/jobs``, shipped as ``gpuops/jobs``)."""
+    path = Path(__file__).resolve().parent / "jobs"
+    if not (path / "pipeline-job.xml.j2").is_file():
+        raise InternalError(
+            f"gpuops' Jenkins job templates are missing at {path}",
+            hint="reinstall gpuops: the wheel carries gpuops/jobs",
+        )
+    return path

@@ -20,6 +20,7 @@ import io
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -87,6 +88,18 @@ ENVIRONMENTS: dict[str, Env] = {
     "image tag": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
     "image inspect": Env(needs="registry", exits=frozenset({0, 1, 2, 4})),
     "image compat": Env(needs="registry", exits=frozenset({0, 1, 2, 3, 4})),
+    # an application's environments file in the scratch folder (the default --config), its
+    # Deployment (0 replicas: a release creates no pods) and images in the lab registry.
+    # promote and rollback really release (that Deployment, its history, the registry tag):
+    # exit 3 is a gate's no (tag not there, approval missing), never 1 (no rollout can fail).
+    "release promote": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
+    "release rollback": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
+    "release history": Env(needs="release", exits=frozenset({0, 2})),
+    "release status": Env(needs="release", exits=frozenset({0, 2})),
+    # reads a release history result (history.json in the scratch folder) and writes a page
+    "report releases": Env(needs="release", exits=frozenset({0, 1, 2})),
+    # no Jenkins can run here (see test_jenkins_apply.py): every URL is unreachable (exit 4)
+    "jenkins apply": Env(needs="release", exits=frozenset({2, 4})),
 }
 
 #: Where plausible file paths point: ``{tmp}`` is the example's own scratch folder, which holds
@@ -153,6 +166,10 @@ EXAMPLES: dict[str, list[Any]] = {
     "pattern": ["gpu_h800", "gpu_nodes", "gpu-a100-03", "gpu_h800:gpu_l40s", "no_such_group"],
     # a rollout's batch size
     "count or %": ["20%", "2", 1, "100%", "0", "150%", "5 %"],
+    "environment": ["fuzz", "production", "no-such-env"],
+    "user": ["release-manager", "ci@example.com"],
+    "text": ["new tokenizer", ""],
+    "commit": ["0123abc", "f" * 40],
 }
 #: The first plausible value of an option where the type's first example is not it, by command
 #: and option name; the first call sets these even where the option is not required.
@@ -172,6 +189,9 @@ FIRST: dict[str, dict[str, Any]] = {
     "nodes update": {"inventory": INVENTORY},
     "report fleet": {"input_path": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
     "report node-update": {"input_path": f"{TMP}/update.json", "out": f"{TMP}/page"},
+    "release promote": {"tag": "2"},
+    "release rollback": {"previous": True},
+    "report releases": {"input_path": f"{TMP}/history.json", "out": f"{TMP}/page"},
 }
 
 TRICKY = st.sampled_from(
@@ -374,6 +394,141 @@ def fuzz_image(registry_lab: RegistryLab) -> str:
     return ref
 
 
+#: The releases' image repository: only the release commands' examples name it.
+RELEASE_REPO = "fuzz/release"
+
+
+def release_file(registry: str, namespace: str) -> str:
+    """The application's ``gpuops-release.yaml`` for the fuzz Deployment."""
+    common = {
+        "namespace": namespace,
+        "deployment": "app",
+        "container": "app",
+        "node_class": "nvidia-h800",
+        "registry": {"plain_http": True},
+        "registry_tag": "current",
+        "rollout": {"ready_seconds": 10, "unschedulable_seconds": 5},
+        "lock": {"lease_seconds": 8},
+    }
+    return json.dumps(
+        {
+            "image": f"{registry}/{RELEASE_REPO}",
+            "jenkins": {
+                "folder": "fuzz",
+                "name": "app",
+                "repository": "https://git.example.invalid/fuzz/app.git",
+                "credentials": "git-ci",
+                "jenkinsfile": "Jenkinsfile",
+            },
+            "environments": {
+                "fuzz": common,
+                "production": {**common, "approval": {"approvers": ["release-managers"]}},
+            },
+        }
+    )  # JSON is YAML
+
+
+@pytest.fixture(scope="module")
+def release_app(kube_lab: KubeLab, registry_lab: RegistryLab) -> Iterator[tuple[str, str]]:
+    """Namespace with Deployment ``app`` (0 replicas) released twice with gpuops (tags 2 then
+    1, so that rollback has a previous release); returns the namespace and its history (the
+    result document of ``release history``, what ``report releases`` reads)."""
+    digests = {}
+    for tag in ("1", "2"):
+        ref = f"{registry_lab.url}/{RELEASE_REPO}:{tag}"
+        registry_lab.build(ref, cuda_12_2_base(registry_lab.base_image) + f"LABEL v={tag}\n")
+        digests[tag] = pushed_digest(registry_lab.push(ref))
+    namespace = f"fuzzrel-{uuid.uuid4().hex[:5]}"
+    kube_lab.core.create_namespace({"metadata": {"name": namespace}})
+    container = {
+        "name": "app",
+        "image": f"{registry_lab.url}/{RELEASE_REPO}:1@{digests['1']}",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    labels = {"app": "app"}
+    kube_lab.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "app"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"accelerator": "nvidia-h800"},
+                        "containers": [container],
+                    },
+                },
+            },
+        },
+    )
+    with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
+        (Path(tmp) / "gpuops-release.yaml").write_text(release_file(registry_lab.url, namespace))
+        for tag in ("2", "1"):
+            argv = ["--output", "json", "release", "promote", "-e", "fuzz", "--tag", tag,
+                    "--kubeconfig", str(kube_lab.kubeconfig)]  # fmt: skip
+            with contextlib.chdir(tmp):
+                code, _, err = _one("release promote", argv)
+            assert code == 0, err
+        argv = ["--output", "json", "release", "history", "-e", "fuzz",
+                "--kubeconfig", str(kube_lab.kubeconfig)]  # fmt: skip
+        with contextlib.chdir(tmp):
+            code, history, err = _one("release history", argv)
+        assert code == 0, err
+    yield namespace, history
+    kube_lab.core.delete_namespace(namespace)
+
+
+@dataclass
+class Scene:
+    """What one command's examples run against: the cluster, the placeholders' values, and the
+    files laid out in each example's scratch folder (name -> text; name -> folder to copy)."""
+
+    cluster: KubeLab
+    places: dict[str, str]
+    files: dict[str, str]
+    folders: dict[str, Path] = field(default_factory=dict)
+
+    def lay_out(self, tmp: Path) -> None:
+        for name, text in self.files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_text(text)
+        for name, folder in self.folders.items():
+            shutil.copytree(folder, tmp / name)
+
+
+def _scene(
+    env: Env,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    kube_lab: KubeLab,
+    headroom_result: str,
+) -> Scene:
+    """Start (through their fixtures) only the labs ``env`` needs, and say what to lay out."""
+    scene = Scene(kube_lab, {REG: "registry.invalid"}, {"headroom.json": headroom_result})
+    if env.needs == "registry":  # only these commands start the registry lab
+        rlab: RegistryLab = request.getfixturevalue("registry_lab")
+        request.getfixturevalue("fuzz_image")
+        scene.places[REG] = rlab.url
+        monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
+        monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
+        scene.files["ctx/Dockerfile"] = f"FROM {rlab.base_image}\nLABEL fuzz=1\n"
+    if env.needs == "fleet":  # the fleet and its own cluster: hosts are its nodes
+        nodes: NodesLab = request.getfixturevalue("nodes_lab")
+        scene.cluster = nodes.kube
+        scene.folders["inventory"] = Path(nodes.fleet.facts["inventory"]).parent
+    if env.needs == "fleet-files":
+        scene.files.update(request.getfixturevalue("nodes_results"))
+    if env.needs == "release":  # the registry lab, images, a Deployment, an environments file
+        rlab = request.getfixturevalue("registry_lab")
+        scene.places[REG] = rlab.url
+        release_ns, release_history = request.getfixturevalue("release_app")
+        scene.files["gpuops-release.yaml"] = release_file(rlab.url, release_ns)
+        scene.files["history.json"] = release_history
+    return scene
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
@@ -386,28 +541,17 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env = ENVIRONMENTS.get(path, Env())
-    assert env.needs in ("kube", "files", "registry", "fleet", "fleet-files"), (
+    assert env.needs in ("kube", "files", "registry", "fleet", "fleet-files", "release"), (
         f"gpuops {path} needs {env.needs}: add it"
     )
     for var in ("KUBECONFIG", "GPUOPS_PARAMS_FILE", "GPUOPS_RESULT_FILE", "GPUOPS_ERROR_FILE",
                 "GPUOPS_WEBHOOK_URL", "GPUOPS_OUTPUT", "GPUOPS_REGISTRY_CA",
                 "GPUOPS_REGISTRY_USERNAME", "GPUOPS_REGISTRY_PASSWORD", "GPUOPS_SSH_KEY_FILE",
-                "GPUOPS_SSH_USER"):  # fmt: skip
+                "GPUOPS_SSH_USER", "GPUOPS_RELEASE_CONFIG", "JENKINS_URL", "GPUOPS_JENKINS_USER",
+                "GPUOPS_JENKINS_TOKEN"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
-    places = {REG: "registry.invalid"}
-    if env.needs == "registry":  # only these commands start the registry lab
-        rlab: RegistryLab = request.getfixturevalue("registry_lab")
-        request.getfixturevalue("fuzz_image")
-        places[REG] = rlab.url
-        monkeypatch.setenv("DOCKER_HOST", str(rlab.builder["base_url"]))
-        monkeypatch.setenv("DOCKER_API_VERSION", "1.41")
-        base = rlab.base_image
-    cluster, inventory, results = kube_lab, None, {}
-    if env.needs == "fleet":  # the fleet and its own cluster: hosts are its nodes
-        nodes: NodesLab = request.getfixturevalue("nodes_lab")
-        cluster, inventory = nodes.kube, Path(nodes.fleet.facts["inventory"]).parent
-    if env.needs == "fleet-files":
-        results = request.getfixturevalue("nodes_results")
+    scene = _scene(env, request, monkeypatch, kube_lab, headroom_result)
+    cluster = scene.cluster
     before = _objects(cluster)
     seen: set[int] = set()
 
@@ -416,15 +560,8 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     @given(call=_call(path, str(cluster.kubeconfig)))
     def check(call: tuple[dict[str, Any], list[str]]) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
-            params, args = _in({**places, TMP: tmp}, call)
-            (Path(tmp) / "headroom.json").write_text(headroom_result)
-            if inventory is not None:
-                shutil.copytree(inventory, Path(tmp) / "inventory")
-            for name, text in results.items():
-                (Path(tmp) / name).write_text(text)
-            if env.needs == "registry":
-                (Path(tmp) / "ctx").mkdir()
-                (Path(tmp) / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL fuzz=1\n")
+            params, args = _in({**scene.places, TMP: tmp}, call)
+            scene.lay_out(Path(tmp))
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"

@@ -49,6 +49,8 @@ COMMANDS: dict[str, str] = {
     "nodes": "gpuops.cli.nodes:nodes",
     "report": "gpuops.cli.report:report",
     "image": "gpuops.cli.image:image",
+    "release": "gpuops.cli.release:release",
+    "jenkins": "gpuops.cli.jenkins:jenkins",
 }
 #: Entry point group through which other distributions add command groups.
 PLUGIN_GROUP = "gpuops.commands"

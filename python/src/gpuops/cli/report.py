@@ -62,3 +62,11 @@ def fleet(input_path: Path, out: Path) -> Outcome:
 def node_update(input_path: Path, out: Path) -> Outcome:
     """A rolling node update batch by batch, host by host, from 'gpuops nodes update'."""
     return _render("node-update", input_path, out)
+
+
+@report.command()
+@_input
+@_out
+def releases(input_path: Path, out: Path) -> Outcome:
+    """An environment's release history from 'gpuops release history'."""
+    return _render("releases", input_path, out)

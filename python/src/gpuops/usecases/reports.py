@@ -36,16 +36,17 @@ class ReportOutcome:
 
 
 def _writers() -> dict[str, Callable[[Mapping[str, Any], Path], Written]]:
-    from gpuops.render.html import capacity, nodes  # noqa: PLC0415 - Jinja2/pygal only when used
+    from gpuops.render.html import capacity, nodes, releases  # noqa: PLC0415 - when used
 
     return {
         "capacity": capacity.write,
         "fleet": nodes.write_fleet,
         "node-update": nodes.write_rollout,
+        "releases": releases.write,
     }
 
 
-KINDS = ("capacity", "fleet", "node-update")
+KINDS = ("capacity", "fleet", "node-update", "releases")
 
 
 def load_result(path: Path) -> Mapping[str, Any]:

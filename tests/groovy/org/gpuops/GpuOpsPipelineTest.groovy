@@ -35,6 +35,17 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> unstableMessages = []
     /** Resources taken with the `lock` step, in order. */
     List<String> lockedResources = []
+    /** Agents taken by `node` blocks, in order: [label:, node:]. */
+    List<Map> agents = []
+    /** `input` steps: their arguments plus agentHeld (whether inside a node block). */
+    List<Map> inputs = []
+    /** `lock` (also in lockedResources) and `timeout` steps: their arguments; `checkout`: the
+     *  agent it ran on. */
+    List<Map> locks = []
+    List<Map> timeouts = []
+    List<String> checkouts = []
+    /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
+    String approver = 'release-manager'
     /** Arguments of every archiveArtifacts / publishHTML / junit call, and every echo. */
     List<Map> archived = []
     List<Map> published = []
@@ -65,6 +76,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         binding.setVariable('env', env)
         registerWorkspace()
         registerSteps()
+        registerAgentSteps()
         registerCredentials()
         cliVersion(LIBRARY_VERSION)
         pipeline = loadScript('tests/groovy/pipelines/Jenkinsfile.jenkins')
@@ -82,7 +94,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         } catch (PipelineFailure failure) {
             return failure.message
         }
-        throw new AssertionError("${stepName} was expected to fail, but it succeeded")
+        throw new AssertionError((Object) "${stepName} was expected to fail, but it succeeded")
     }
 
     // ---- the CLI's side: `sh` answers ------------------------------------------------
@@ -205,7 +217,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             return null
         }
         helper.registerAllowedMethod('sh', [String]) { String script ->
-            throw new AssertionError("sh without returnStatus: ${script}")
+            throw new AssertionError((Object) "sh without returnStatus: ${script}")
         }
         helper.registerAllowedMethod('withEnv', [List, Closure]) { List entries, Closure body ->
             Map saved = new LinkedHashMap(env)
@@ -241,6 +253,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             assert args.resource: "lock without a resource: ${args}"
             assert heldLock == null: "nested lock ${args.resource} inside ${heldLock}"
             lockedResources.add(args.resource.toString())
+            locks.add(args)
             heldLock = args.resource.toString()
             try {
                 return body()
@@ -260,6 +273,49 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
 
     protected static Map plainMap(Map args) {
         return args.collectEntries { k, v -> [(k): v instanceof GString ? v.toString() : v] }
+    }
+
+    // ---- agents, approval, locks -------------------------------------------------
+
+    /** node { }: an agent with its own workspace; env.NODE_NAME and WORKSPACE hold inside only. */
+    protected void registerAgentSteps() {
+        binding.setVariable('scm', [$class: 'GitSCM'])
+        helper.registerAllowedMethod('node', [String, Closure]) { String label, Closure body ->
+            runOnAgent(label, body)
+        }
+        helper.registerAllowedMethod('checkout', [Map]) { Map scm ->
+            checkouts.add(env.NODE_NAME)
+            return [:]
+        }
+        helper.registerAllowedMethod('input', [Map]) { Map args ->
+            inputs.add(args + [agentHeld: env.NODE_NAME != null])
+            if (approver == null) {
+                throw new PipelineFailure('Timeout has been exceeded')
+            }
+            return approver
+        }
+        helper.registerAllowedMethod('timeout', [Map, Closure]) { Map args, Closure body ->
+            timeouts.add(args)
+            return body()
+        }
+    }
+
+    protected Object runOnAgent(String label, Closure body) {
+        Map saved = new LinkedHashMap(env)
+        String name = "${label}-${agents.size() + 1}"
+        agents.add([label: label, node: name])
+        env.NODE_NAME = name
+        env.WORKSPACE = agentWorkspace(name)
+        try {
+            return body()
+        } finally {
+            env.clear()
+            env.putAll(saved)
+        }
+    }
+
+    protected String agentWorkspace(String node) {
+        return "/agents/${node}/workspace/job".toString()
     }
 
     // ---- credentials --------------------------------------------------------------
@@ -309,7 +365,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
                 }
                 break
             default:
-                throw new AssertionError("unknown credential binding ${binding}")
+                throw new AssertionError((Object) "unknown credential binding ${binding}")
         }
         values.each { String name, String value ->
             assert name ==~ /^[A-Z_][A-Z0-9_]*$/: "bad variable name ${name}"

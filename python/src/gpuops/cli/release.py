@@ -1,0 +1,235 @@
+"""``gpuops release``: promote a tag (or a model version) to an environment, roll back, and
+read the history and the status. The environments come from the application's
+``gpuops-release.yaml``; each command parses its options, calls one use case
+(:mod:`gpuops.usecases.releases`) and renders its outcome. Progress goes to stderr as it
+happens (text output), so a person watching a build's console sees the rollout."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, pass_runtime
+from gpuops.cli.common import cluster_options, report_dir_option, write_report
+from gpuops.cli.types import Integer, Text
+from gpuops.core.imageref import check_git_revision, check_tag
+from gpuops.core.kubeinput import dns_label
+from gpuops.core.releaseconfig import DEFAULT_FILE, check_model_version
+from gpuops.core.values import shown
+from gpuops.errors import GpuOpsError, InvalidInput
+
+F = TypeVar("F", bound=Callable[..., Any])
+_PERSON = re.compile(r"[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,99}")
+
+
+def _person(value: str) -> str:
+    if not _PERSON.fullmatch(value):
+        raise InvalidInput(f"{shown(value)} is not a user name (letters, digits, '_.@+-', spaces)")
+    return value
+
+
+def _link(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
+        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
+    return value
+
+
+def _to(value: str) -> str:
+    return value if value == "previous" else check_tag(value, "--to")
+
+
+def _environment_options(f: F) -> F:
+    f = cluster_options(f)
+    f = click.option(
+        "--config",
+        default=DEFAULT_FILE,
+        show_default=True,
+        envvar="GPUOPS_RELEASE_CONFIG",
+        type=Text("path"),
+        help="The application's release environments file [env: GPUOPS_RELEASE_CONFIG].",
+    )(f)
+    return click.option(
+        "-e",
+        "--environment",
+        required=True,
+        type=Text("environment", lambda v: dns_label(v, "environment")),
+        help="Environment to release to, as named in the environments file.",
+    )(f)
+
+
+def _who_options(f: F) -> F:
+    for name, kind, check, text in reversed(
+        [
+            ("--reason", "text", None, "Why: recorded in the history and the change cause."),
+            ("--approved-by", "user", _person, "Who approved (required where approval is)."),
+            ("--requested-by", "user", _person, "Who asked for the release."),
+            ("--link", "url", _link, "A URL recorded with the release, e.g. the CI build."),
+        ]
+    ):
+        f = click.option(name, type=Text(kind, check), help=text)(f)
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Check input and gates and say what would happen; change nothing.",
+    )(f)
+
+
+def _deps(runtime: Runtime) -> Any:
+    from gpuops.usecases.releases import Deps  # noqa: PLC0415 - heavy imports on use only
+    from gpuops.usecases.releases.registry import registry_for  # noqa: PLC0415
+
+    start = time.monotonic()
+
+    def say(line: str) -> None:
+        if runtime.output == "text":
+            click.echo(f"[{time.monotonic() - start:6.1f}s] {line}", err=True)
+            sys.stderr.flush()
+
+    return Deps(registry_for=registry_for, say=say)
+
+
+def _target(environment: str, config: str, cluster: Any) -> Any:
+    from gpuops.usecases.releases.model import Target  # noqa: PLC0415
+
+    return Target(config, environment, cluster.kubeconfig, cluster.context)
+
+
+def _who(**kw: Any) -> Any:
+    from gpuops.usecases.releases.model import Who  # noqa: PLC0415
+
+    return Who(**kw)
+
+
+def _outcome(result: tuple[Any, GpuOpsError | None]) -> Outcome:
+    from gpuops.render.release import release_text  # noqa: PLC0415
+
+    out, error = result
+    return Outcome(out.to_dict(), release_text(out), error=error)
+
+
+@click.group(cls=GpuOpsGroup)
+def release() -> None:
+    """Promote images and model versions to environments, with gates, a lock, a history in
+    the cluster, and automatic rollback when a rollout fails."""
+
+
+@release.command()
+@_environment_options
+@click.option(
+    "--tag", type=Text("tag", check_tag), help="Image tag to promote (resolved to its digest)."
+)
+@click.option(
+    "--model",
+    type=Text("version", check_model_version),
+    help="Model version to release (S-22): where the environment mounts it; no new image.",
+)
+@click.option(
+    "--git-revision",
+    type=Text("commit", check_git_revision),
+    help="The commit the image was built from.",
+)
+@_who_options
+@pass_runtime
+def promote(
+    runtime: Runtime,
+    environment: str,
+    config: str,
+    cluster: Any,
+    tag: str | None,
+    model: str | None,
+    git_revision: str | None,
+    dry_run: bool,
+    **who: Any,
+) -> Outcome:
+    """Release TAG (and/or a model version) to an environment. Exit 3 when a gate refuses
+    (tag not in the registry, incompatible, no GPU headroom, approval missing, locked); exit 1
+    when the rollout failed and the previous release was restored."""
+    from gpuops.usecases import releases  # noqa: PLC0415
+    from gpuops.usecases.releases.model import PromoteRequest  # noqa: PLC0415
+
+    request = PromoteRequest(
+        _target(environment, config, cluster),
+        tag=tag,
+        model=model,
+        who=_who(git_revision=git_revision, **who),
+        dry_run=dry_run,
+    )
+    return _outcome(releases.promote(request, _deps(runtime)))
+
+
+@release.command()
+@_environment_options
+@click.option("--previous", is_flag=True, help="Go back to the previous successful release.")
+@click.option(
+    "--to",
+    "to",
+    type=Text("tag", _to),
+    help="Go back to this tag from the history ('previous' means --previous).",
+)
+@_who_options
+@pass_runtime
+def rollback(
+    runtime: Runtime,
+    environment: str,
+    config: str,
+    cluster: Any,
+    previous: bool,
+    to: str | None,
+    dry_run: bool,
+    **who: Any,
+) -> Outcome:
+    """Restore an earlier release from the history: its digest and model version, no rebuild,
+    through the same gates, lock and history as a promotion."""
+    from gpuops.usecases import releases  # noqa: PLC0415
+    from gpuops.usecases.releases.model import RollbackRequest  # noqa: PLC0415
+
+    if previous == (to is not None):
+        raise InvalidInput("give exactly one of --previous and --to TAG", field="to")
+    request = RollbackRequest(
+        _target(environment, config, cluster), to or "previous", who=_who(**who), dry_run=dry_run
+    )
+    return _outcome(releases.rollback(request, _deps(runtime)))
+
+
+@release.command()
+@_environment_options
+@click.option(
+    "--limit",
+    type=Integer(min=1, max=1000),
+    default=20,
+    show_default=True,
+    help="Newest records shown.",
+)
+@report_dir_option("release history page (releases.html)")
+def history(
+    environment: str, config: str, cluster: Any, limit: int, report_dir: Path | None
+) -> Outcome:
+    """The environment's releases, newest first: what ran, who approved, how it ended;
+    ``kubectl rollout history`` shows the same change causes."""
+    from gpuops.render.release import history_table  # noqa: PLC0415
+    from gpuops.usecases.releases import status as usecase  # noqa: PLC0415
+
+    out = usecase.history(_target(environment, config, cluster), limit)
+    data, text = out.to_dict(), history_table(out)
+    if report_dir is not None:
+        text += "\n" + write_report(data, report_dir, "releases", out.to_dict)
+    return Outcome(data, text)
+
+
+@release.command()
+@_environment_options
+@pass_runtime
+def status(runtime: Runtime, environment: str, config: str, cluster: Any) -> Outcome:
+    """What the environment runs now, its rollout, its lock, and whether its registry tag
+    points at it."""
+    from gpuops.render.release import status_text  # noqa: PLC0415
+    from gpuops.usecases.releases import status as usecase  # noqa: PLC0415
+
+    out = usecase.status(_target(environment, config, cluster), _deps(runtime))
+    return Outcome(out.to_dict(), status_text(out))

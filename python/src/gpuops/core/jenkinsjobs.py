@@ -1,0 +1,176 @@
+"""Jobs as code: which Jenkins jobs an application has, and their parameters, pure.
+
+The ``jenkins`` section of the application's release environments file names the jobs'
+folder and prefix and where the Jenkinsfile is (its Git repository, branch, checkout
+credentials, path). From it and the environments come three kinds of Pipeline job, all running
+the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
+
+* ``<name>-build``: builds and pushes the image (no parameters of its own);
+* ``<name>-release``: ``APP_IMAGE_TAG``, ``APP_ENV`` (the environments), ``APP_MODEL_VERSION``;
+* ``<name>-rollback-<environment>``, one per environment: ``ROLLBACK_TO``, whose choices are
+  ``previous`` and the tags of that environment's real release history, newest first, and
+  ``ROLLBACK_REASON``.
+
+The Jenkinsfile declares no ``parameters {}``: the jobs own them (a Jenkinsfile's
+``parameters`` would replace the history's choices on its first run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuops.core.releaseconfig import ReleaseConfig
+from gpuops.core.values import shown
+from gpuops.errors import InvalidInput
+
+_JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_KEYS = ("folder", "name", "repository", "branch", "credentials", "jenkinsfile")
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    name: str
+    repository: str
+    branch: str = "main"
+    credentials: str | None = None
+    jenkinsfile: str = "Jenkinsfile"
+    folder: str | None = None
+
+    def path(self, job: str) -> str:
+        return f"{self.folder}/{job}" if self.folder else job
+
+
+@dataclass(frozen=True)
+class Parameter:
+    kind: str  # string | choice
+    name: str
+    description: str
+    choices: tuple[str, ...] = ()
+    default: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str  # folder/name
+    kind: str  # build | release | rollback
+    description: str
+    parameters: tuple[Parameter, ...] = ()
+    environment: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def parse(doc: Any, source: str) -> JobsConfig:
+    """The ``jenkins`` section of the environments file (``doc`` is the whole file)."""
+
+    def fail(key: str, problem: str) -> InvalidInput:
+        return InvalidInput(
+            f"{source}: jenkins.{key}: {problem}",
+            hint=f"fix jenkins.{key} in {source}",
+            field="config",
+        )
+
+    section = doc.get("jenkins") if isinstance(doc, Mapping) else None
+    if not isinstance(section, Mapping):
+        raise InvalidInput(
+            f"{source} has no jenkins section (folder, name, repository, branch, credentials, "
+            "jenkinsfile): gpuops jenkins apply needs it",
+            field="config",
+        )
+    unknown = sorted(str(k) for k in section if k not in _KEYS)
+    if unknown:
+        raise fail(unknown[0], f"is not a known key (known: {', '.join(_KEYS)})")
+    values: dict[str, str] = {}
+    for key in _KEYS:
+        value = section.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 for c in value):
+            raise fail(key, "must be a non-empty string on one line")
+        values[key] = value
+    for key in ("name", "repository"):
+        if key not in values:
+            raise fail(key, "is required")
+    if not _JOB.fullmatch(values["name"]):
+        raise fail(
+            "name", f"{shown(values['name'])} is not a job name (letters, digits, '.', '_', '-')"
+        )
+    folder = values.get("folder")
+    if folder and not all(_JOB.fullmatch(p) for p in folder.split("/")):
+        raise fail("folder", f"{shown(folder)} is not a folder path (names separated by '/')")
+    if not re.match(r"^(https?|ssh|git)://|^[\w.-]+@[\w.-]+:", values["repository"]):
+        raise fail("repository", f"{shown(values['repository'])} is not a Git URL")
+    return JobsConfig(
+        name=values["name"],
+        repository=values["repository"],
+        branch=values.get("branch", "main"),
+        credentials=values.get("credentials"),
+        jenkinsfile=values.get("jenkinsfile", "Jenkinsfile"),
+        folder=folder,
+    )
+
+
+def _kind(kind: str) -> Parameter:
+    return Parameter(
+        "choice",
+        "APP_JOB",
+        "Which part of the Jenkinsfile this job runs (set by gpuops jenkins apply).",
+        (kind,),
+    )
+
+
+def jobs(
+    config: JobsConfig, releases: ReleaseConfig, history: Mapping[str, Sequence[str]]
+) -> list[Job]:
+    """Every job, in a stable order. ``history``: per environment, the tags one may roll back
+    to, newest first (``gpuops release history``)."""
+    envs = sorted(releases.environments)
+    out = [
+        Job(
+            config.path(f"{config.name}-build"),
+            "build",
+            f"Build, test and push the {config.name} image (gpu-ops).",
+            (_kind("build"),),
+        ),
+        Job(
+            config.path(f"{config.name}-release"),
+            "release",
+            f"Release a {config.name} image tag (and/or a model version) to an environment "
+            "(gpu-ops).",
+            (
+                _kind("release"),
+                Parameter("string", "APP_IMAGE_TAG", "Image tag made by the build job."),
+                Parameter("choice", "APP_ENV", "Target environment.", tuple(envs)),
+                Parameter(
+                    "string",
+                    "APP_MODEL_VERSION",
+                    "Model version to release with it (S-22); empty: unchanged.",
+                ),
+            ),
+        ),
+    ]
+    for env in envs:
+        tags = tuple(history.get(env, ()))
+        out.append(
+            Job(
+                config.path(f"{config.name}-rollback-{env}"),
+                "rollback",
+                f"Roll {config.name} in {env} back to an earlier release from its history "
+                "(gpu-ops). The choices are refreshed by gpuops jenkins apply.",
+                (
+                    _kind("rollback"),
+                    Parameter("choice", "APP_ENV", "The environment of this rollback job.", (env,)),
+                    Parameter(
+                        "choice",
+                        "ROLLBACK_TO",
+                        "'previous', or a tag from the release history, newest first.",
+                        ("previous", *tags),
+                    ),
+                    Parameter("string", "ROLLBACK_REASON", "Why (recorded in the history)."),
+                ),
+                environment=env,
+            )
+        )
+    return out

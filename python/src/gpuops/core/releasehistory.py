@@ -1,0 +1,240 @@
+"""The release history of one environment: records, what is current, what is previous, pure.
+
+Each record describes the whole state a release put on the cluster (image tag and digest,
+model version), who asked and who approved, and how it ended. A record is written *before*
+the cluster is changed, as ``pending``, and finished afterwards; the Deployment carries the
+number of the release it runs (annotation ``gpuops.io/release``). So whatever stops a release
+half way (the API server, the registry, the process itself), the next release can tell what
+really happened and finish the record: :func:`reconcile`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuops.core.values import shown
+from gpuops.errors import InvalidInput, OperationFailed
+
+#: Annotations on the Deployment (never on its pod template: a rollback must find the old
+#: ReplicaSet's template unchanged, or Kubernetes would start new pods instead of reusing it).
+RELEASE_ANNOTATION = "gpuops.io/release"
+ROLLED_BACK_ANNOTATION = "gpuops.io/rolled-back-release"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+HISTORY_KEY = "releases.json"
+
+PENDING = "pending"
+SUCCEEDED = "succeeded"
+FAILED = "failed"  # the rollout failed; the previous release was restored (rolled_back_to)
+ABORTED = "aborted"  # never reached the cluster
+INTERRUPTED = "interrupted"  # reached the cluster, but nobody saw the rollout finish
+STATUSES = (PENDING, SUCCEEDED, FAILED, ABORTED, INTERRUPTED)
+ACTIONS = ("promote", "rollback")
+PREVIOUS = "previous"
+
+
+def now_iso(ts: float | None = None) -> str:
+    moment = datetime.now(UTC) if ts is None else datetime.fromtimestamp(ts, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Release:
+    number: int
+    environment: str
+    action: str  # promote | rollback
+    status: str
+    started: str
+    tag: str | None = None  # the image tag in effect after this release
+    digest: str | None = None  # ... and its digest
+    image: str | None = None  # repository:tag@digest as set on the container
+    model: str | None = None  # the model version in effect after this release (S-22)
+    finished: str | None = None
+    previous: int | None = None  # the release that ran before this one
+    reason: str | None = None
+    approved_by: str | None = None
+    requested_by: str | None = None
+    git_revision: str | None = None
+    link: str | None = None  # e.g. the CI build that released it
+    failure: dict[str, Any] | None = None  # kind, message, details
+    rolled_back_to: int | None = None  # a failed release: what was restored
+    rolled_back_by: int | None = None  # a later rollback replaced this release
+    registry_tag: str | None = None  # the environment's tag, moved to this digest
+    note: str | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [self.tag or "-"]
+        if self.model:
+            parts.append(f"model {self.model}")
+        return f"#{self.number} " + ", ".join(parts)
+
+    def same_content(self, other: Release) -> bool:
+        return (self.digest, self.model) == (other.digest, other.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+_FIELDS = {f.name for f in fields(Release)}
+_REQUIRED = ("number", "environment", "action", "status", "started")
+
+
+def decode(text: str | None, where: str) -> list[Release]:
+    """The records of a history document, oldest first; a damaged document is an error
+    naming ``where`` (a history is never silently reset)."""
+    if not text:
+        return []
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OperationFailed(
+            f"{where}: the release history is not valid JSON ({exc.msg})",
+            hint="restore it from a backup or fix it by hand; gpuops does not overwrite it",
+        ) from None
+    if not isinstance(doc, list):
+        raise OperationFailed(f"{where}: the release history must be a JSON list")
+    out: list[Release] = []
+    for i, item in enumerate(doc):
+        if not isinstance(item, Mapping) or any(k not in item for k in _REQUIRED):
+            raise OperationFailed(f"{where}: release record {i} lacks {', '.join(_REQUIRED)}")
+        try:
+            out.append(Release(**{k: v for k, v in item.items() if k in _FIELDS}))
+        except TypeError:
+            raise OperationFailed(f"{where}: release record {i} is malformed") from None
+        if not isinstance(out[-1].number, int) or out[-1].status not in STATUSES:
+            raise OperationFailed(f"{where}: release record {i} has a bad number or status")
+    return sorted(out, key=lambda r: r.number)
+
+
+def encode(records: Sequence[Release]) -> str:
+    return json.dumps([r.to_dict() for r in records], separators=(",", ":"), sort_keys=True)
+
+
+def next_number(records: Sequence[Release]) -> int:
+    return max((r.number for r in records), default=0) + 1
+
+
+def by_number(records: Iterable[Release], number: int | None) -> Release | None:
+    return next((r for r in records if r.number == number), None) if number else None
+
+
+def trim(records: Sequence[Release], keep: int, current: int | None) -> list[Release]:
+    """The newest ``keep`` records, never dropping the current release or an open one."""
+    ordered = sorted(records, key=lambda r: r.number)
+    if len(ordered) <= keep:
+        return ordered
+    cut = ordered[-keep:]
+    kept = {r.number for r in cut}
+    extra = [
+        r for r in ordered if r.number not in kept and (r.number == current or r.status == PENDING)
+    ]
+    return sorted(extra + cut, key=lambda r: r.number)
+
+
+def upsert(records: Sequence[Release], record: Release) -> list[Release]:
+    out = [r for r in records if r.number != record.number] + [record]
+    return sorted(out, key=lambda r: r.number)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    record: Release
+    was: str
+
+
+def reconcile(
+    records: Sequence[Release],
+    deployed: int | None,
+    rolled_back: int | None,
+    rollout_complete: bool,
+    at: str,
+) -> list[Reconciled]:
+    """Finish every ``pending`` record from what the cluster shows: the release number the
+    Deployment runs (``deployed``), the one a restore replaced (``rolled_back``), and whether
+    its rollout is complete. Call it only while holding the target's lock."""
+    out = []
+    for r in records:
+        if r.status != PENDING:
+            continue
+        if deployed == r.number:
+            status = SUCCEEDED if rollout_complete else INTERRUPTED
+            note = (
+                "finished by a later run: the cluster runs it and its rollout is complete"
+                if rollout_complete
+                else "the cluster runs it, but its rollout was not seen to finish"
+            )
+            new = replace(r, status=status, finished=at, note=note)
+        elif rolled_back == r.number:
+            new = replace(
+                r,
+                status=FAILED,
+                finished=at,
+                rolled_back_to=deployed,
+                note="it was rolled back, but the run that did so ended before recording why",
+            )
+        else:
+            new = replace(r, status=ABORTED, finished=at, note="it never reached the cluster")
+        out.append(Reconciled(new, r.status))
+    return out
+
+
+def is_candidate(r: Release) -> bool:
+    """A release one may go back to: it succeeded and no rollback replaced it since."""
+    return r.status == SUCCEEDED and r.rolled_back_by is None and r.digest is not None
+
+
+def previous(records: Sequence[Release], current: Release | None) -> Release | None:
+    """What ``rollback --previous`` restores: the newest release before the current one that
+    succeeded, was not rolled back, and differs from what runs now."""
+    for r in sorted(records, key=lambda x: x.number, reverse=True):
+        if current is not None and r.number >= current.number:
+            continue
+        if is_candidate(r) and (current is None or not r.same_content(current)):
+            return r
+    return None
+
+
+def rollback_choices(records: Sequence[Release], current: Release | None) -> list[Release]:
+    """The releases ``rollback --to`` accepts, newest first, one per tag (the rollback job's
+    choices)."""
+    seen: set[str] = set()
+    out = []
+    for r in sorted(records, key=lambda x: x.number, reverse=True):
+        if not is_candidate(r) or r.tag is None or r.tag in seen:
+            continue
+        if current is not None and r.same_content(current):
+            continue
+        seen.add(r.tag)
+        out.append(r)
+    return out
+
+
+def find_tag(records: Sequence[Release], tag: str, current: Release | None) -> Release:
+    """The newest successful release of ``tag`` (for ``rollback --to``)."""
+    for r in sorted(records, key=lambda x: x.number, reverse=True):
+        if r.tag == tag and r.status == SUCCEEDED and r.digest:
+            if current is not None and r.same_content(current):
+                raise InvalidInput(
+                    f"{tag} is what the environment runs now (release #{current.number})",
+                    field="to",
+                )
+            return r
+    choices = ", ".join(c.tag or "" for c in rollback_choices(records, current)) or "none"
+    raise InvalidInput(
+        f"no successful release of tag {shown(tag)} in this environment's history",
+        hint=f"roll back to one of: {choices} (gpuops release history)",
+        field="to",
+    )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What an environment runs and could go back to."""
+
+    current: Release | None
+    previous: Release | None
+    choices: list[Release] = field(default_factory=list)

@@ -1,0 +1,131 @@
+"""Text renderings of releases, histories and statuses, for a terminal and a build log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuops.core.releasehistory import Release
+from gpuops.usecases.releases.model import ReleaseOutcome
+from gpuops.usecases.releases.status import HistoryOutcome, StatusOutcome
+
+_STATE_WORDS = {
+    "planned": "dry run: every gate passed; nothing was changed",
+    "unchanged": "nothing to do: the environment already runs this",
+    "succeeded": "released",
+    "failed": "FAILED and rolled back",
+    "refused": "REFUSED before anything changed",
+    "interrupted": "INTERRUPTED: the next release of this environment finishes its record",
+}
+
+
+def _short(digest: str | None) -> str:
+    return (digest or "-").removeprefix("sha256:")[:12]
+
+
+def release_text(out: ReleaseOutcome) -> str:
+    e = out.env
+    lines = [f"{out.action} to {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server})"]
+    if out.wanted is not None:
+        w = out.wanted
+        model = f", model {w.model}" if w.model else ""
+        lines.append(f"  wanted:   {w.tag} ({_short(w.digest)}){model}")
+    if out.current is not None:
+        lines.append(f"  was:      {out.current.label} ({_short(out.current.digest)})")
+    for gate in out.gates:
+        lines.append(f"  gate {gate.name:<9} {'ok' if gate.ok else 'NO'}: {gate.message}")
+    if out.approval.get("required"):
+        who = out.approval.get("approved_by") or "nobody yet"
+        lines.append(
+            f"  approval: required ({', '.join(out.approval['approvers']) or 'any'}); {who}"
+        )
+    for taken in out.lock.get("taken_over") or ():
+        lines.append(
+            f"  lock:     took over {taken['lease']} from {taken['holder']} "
+            f"(silent for {taken['silent_for_s']}s)"
+        )
+    for fixed in out.reconciled:
+        lines.append(
+            f"  finished release #{fixed['release']}, left {fixed['was']} by an earlier run: "
+            f"{fixed['now']}"
+        )
+    if out.rollout is not None:
+        lines.append(f"  rollout:  {out.rollout.state} after {out.rollout.seconds:.1f}s")
+    if out.rollout is not None and out.rollout.problem is not None:
+        p = out.rollout.problem
+        lines.append(f"  problem:  {p.kind}: {p.message}")
+    if out.explanation:
+        lines.extend(_explanation(out.explanation))
+    if out.restore is not None:
+        lines.append(f"  restore:  {out.restore.state} after {out.restore.seconds:.1f}s")
+    lines.extend(f"  note:     {n}" for n in out.notes)
+    label = f"release #{out.record.number} " if out.record else ""
+    lines.append(f"{label}{_STATE_WORDS.get(out.state, out.state)}")
+    return "\n".join(lines)
+
+
+def _explanation(doc: dict[str, Any]) -> list[str]:
+    lines = [f"  why:      {doc.get('summary', '')}"]
+    said = doc.get("event_message")
+    if said:
+        agree = {True: "agrees", False: "DIFFERS", None: "not comparable"}[
+            doc.get("agrees_with_scheduler")
+        ]
+        lines.append(f"  scheduler ({agree}): {said}")
+    for node in (doc.get("nodes") or [])[:8]:
+        why = "; ".join(f"{k}: {v}" for k, v in node["why"].items())
+        lines.append(f"    {node['name']:<28} {node['node_class']:<18} {why}")
+    lines.extend(f"  fix:      {fix}" for fix in doc.get("fixes") or ())
+    return lines
+
+
+def _row(r: Release, current: int | None) -> str:
+    mark = "*" if r.number == current else " "
+    who = r.approved_by or r.requested_by or "-"
+    what = r.status + (f" ({r.failure['kind']})" if r.failure else "")
+    if r.rolled_back_by:
+        what += f", rolled back by #{r.rolled_back_by}"
+    return (
+        f"{mark}{r.number:<4} {r.action:<9} {r.tag or '-':<24} {_short(r.digest):<12} "
+        f"{r.model or '-':<12} {what:<36} {r.started:<20} {who:<16} {r.reason or ''}"
+    )
+
+
+def history_table(out: HistoryOutcome) -> str:
+    e = out.env
+    lines = [
+        f"releases of {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server}), "
+        "newest first",
+        f" {'#':<4} {'ACTION':<9} {'TAG':<24} {'DIGEST':<12} {'MODEL':<12} {'STATUS':<36} "
+        f"{'STARTED':<20} {'APPROVED/BY':<16} REASON",
+    ]
+    current = out.current.number if out.current else None
+    lines.extend(_row(r, current) for r in out.records)
+    if not out.records:
+        lines.append(" (no release recorded yet)")
+    lines.extend(f"open: #{n}: {what}" for n, what in sorted(out.open.items()))
+    now = out.current.label if out.current else "no gpuops release"
+    prev = out.previous.label if out.previous else "none"
+    lines.append(f"current: {now}; rollback --previous: {prev}")
+    lines.append("rollback choices: " + (", ".join(r.tag or "" for r in out.choices) or "none"))
+    return "\n".join(lines)
+
+
+def status_text(out: StatusOutcome) -> str:
+    e = out.env
+    now = out.current.label if out.current else "no gpuops release"
+    lines = [f"{e.name} ({e.namespace} on {out.server}) runs {now}"]
+    for d in out.deployments:
+        lines.append(f"  {d['progress']}")
+        lines.append(f"    image {d['image']}" + (f", model {d['model']}" if d["model"] else ""))
+    for lock in out.locks:
+        state = "silent, may be taken over" if lock["stale"] else "held"
+        lines.append(f"  lock {lock['lease']}: {state} by {lock['holder']} ({lock['operation']})")
+    lines.extend(f"  open: #{n}: {what}" for n, what in sorted(out.open.items()))
+    tag = out.registry_tag
+    if tag is not None:
+        if tag.get("problem"):
+            lines.append(f"  registry tag {tag['tag']}: cannot tell ({tag['problem']})")
+        else:
+            ok = "points at it" if tag.get("matches_current") else "DOES NOT point at it"
+            lines.append(f"  registry tag {tag['tag']} ({_short(tag['digest'])}) {ok}")
+    return "\n".join(lines)

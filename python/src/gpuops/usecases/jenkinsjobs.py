@@ -1,0 +1,145 @@
+"""Use case of ``gpuops jenkins apply``: create or update an application's build, release
+and rollback jobs from the library's job template, with the rollback jobs' choices taken from
+each environment's real release history. Idempotent: a job whose configuration already is
+what is wanted is not written; ``check`` only says what would change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuops.adapters import jobxml
+from gpuops.adapters.jenkins import TOKEN_ENV, JenkinsClient
+from gpuops.adapters.kube import KubeClient
+from gpuops.core import jenkinsjobs
+from gpuops.core.releaseconfig import ReleaseConfig
+from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.releases import config as release_config
+from gpuops.usecases.releases.model import Target
+from gpuops.usecases.releases.status import history
+
+#: How many tags of a history become rollback choices.
+CHOICES = 25
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    config: str
+    url: str
+    user: str | None = None
+    token_env: str = TOKEN_ENV
+    check: bool = False
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class JobChange:
+    path: str
+    kind: str
+    action: str  # created | updated | unchanged | would-create | would-update
+    diff: str = ""
+    environment: str | None = None
+    choices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"job": self.path, "kind": self.kind, "action": self.action}
+        if self.environment:
+            doc["environment"] = self.environment
+            doc["rollback_choices"] = self.choices
+        if self.diff:
+            doc["diff"] = self.diff
+        return doc
+
+
+@dataclass
+class ApplyOutcome:
+    url: str
+    user: str
+    check: bool
+    jobs: list[JobChange]
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for j in self.jobs if j.action != "unchanged")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "jenkins": self.url,
+            "user": self.user,
+            "check": self.check,
+            "changed": self.changed,
+            "jobs": [j.to_dict() for j in self.jobs],
+        }
+
+
+def _load(path: str) -> tuple[jenkinsjobs.JobsConfig, ReleaseConfig]:
+    import yaml  # noqa: PLC0415
+
+    releases = release_config.load(path)  # every check of the environments first
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return jenkinsjobs.parse(doc, path), releases
+
+
+def rollback_choices(
+    request: ApplyRequest, releases: ReleaseConfig, connect: Callable[[Cluster], KubeClient]
+) -> dict[str, list[str]]:
+    """Per environment, the tags ``gpuops release rollback --to`` accepts, newest first."""
+    out = {}
+    for name in sorted(releases.environments):
+        target = Target(request.config, name, request.kubeconfig, request.context)
+        listed = history(target, 1000, connect)
+        out[name] = [r.tag for r in listed.choices if r.tag][:CHOICES]
+    return out
+
+
+Choices = Callable[[ApplyRequest, ReleaseConfig], dict[str, list[str]]]
+
+
+def apply(
+    request: ApplyRequest,
+    choices_for: Choices | None = None,
+    jenkins: Callable[[ApplyRequest], JenkinsClient] | None = None,
+) -> ApplyOutcome:
+    jobs_config, releases = _load(request.config)
+    client = (jenkins or _connect)(request)  # checks the token's presence; no request yet
+    if choices_for is None:
+        choices = rollback_choices(request, releases, Cluster.connect)
+    else:
+        choices = choices_for(request, releases)  # every read before any write
+    user = client.whoami()
+    wanted = [
+        (job, jobxml.render(job, jobs_config))
+        for job in jenkinsjobs.jobs(jobs_config, releases, choices)
+    ]
+    changes = []
+    for job, xml in wanted:
+        current = client.job_config(job.path)
+        same = current is not None and jobxml.normalized(current, job.path) == jobxml.normalized(
+            xml, job.path
+        )
+        change = JobChange(
+            job.path,
+            job.kind,
+            "unchanged",
+            environment=job.environment,
+            choices=choices.get(job.environment or "", []),
+        )
+        if not same:
+            change.diff = jobxml.diff(current, xml, job.path)
+            if request.check:
+                change.action = "would-create" if current is None else "would-update"
+            elif current is None:
+                client.create(job.path, xml)
+                change.action = "created"
+            else:
+                client.update(job.path, xml)
+                change.action = "updated"
+        changes.append(change)
+    return ApplyOutcome(request.url, user, request.check, changes)
+
+
+def _connect(request: ApplyRequest) -> JenkinsClient:
+    return JenkinsClient.connect(request.url, request.user, request.token_env)

@@ -1,0 +1,366 @@
+"""One release of one environment, in this order: approval, gates (image, headroom), lock,
+finish what an earlier run left open, record the release as pending, change the Deployments
+(image by digest, model version), watch the rollout, move the registry tag, record the end.
+A failed rollout restores what ran before, at once, and the record says why."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from gpuops.adapters import kubeapps
+from gpuops.adapters.kube import Conflict, KubeClient
+from gpuops.core import deploywatch
+from gpuops.core import releasehistory as hist
+from gpuops.core.deploywatch import Problem
+from gpuops.core.releaseconfig import Environment
+from gpuops.core.releasehistory import Release
+from gpuops.core.releasepatch import Content, change_cause, release_patch
+from gpuops.errors import GateRefused, GpuOpsError, InternalError, OperationFailed
+from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.releases import model as m
+from gpuops.usecases.releases import steps
+from gpuops.usecases.releases.gates import Gate, GateFailure, Registry, headroom_gate
+from gpuops.usecases.releases.store import HistoryStore, TargetLock
+from gpuops.usecases.releases.watch import Say, explain_unschedulable, watch
+
+
+@dataclass
+class Deps:
+    """What the release use cases talk to: the registry of an environment (a factory: each
+    environment says how its registry is reached), the console, and the cluster."""
+
+    registry_for: Callable[[Environment], Registry]
+    say: Say
+    connect: Callable[[Cluster], KubeClient] = Cluster.connect
+    bound: Registry | None = None
+
+    def for_env(self, env: Environment) -> Deps:
+        return replace(self, bound=self.registry_for(env))
+
+    @property
+    def registry(self) -> Registry:
+        if self.bound is None:
+            raise InternalError("the release use case ran without its registry")
+        return self.bound
+
+
+@dataclass
+class Context:
+    kube: KubeClient
+    live: list[steps.Live]
+    records: list[Release]
+    current: Release | None
+
+
+Choose = Callable[[Context], tuple[m.Wanted, list[Gate]]]
+
+
+def cluster_of(env: Environment, target: m.Target) -> Cluster:
+    return Cluster(target.kubeconfig or env.kubeconfig, target.context or env.context)
+
+
+def run(
+    env: Environment,
+    action: str,
+    target: m.Target,
+    who: m.Who,
+    dry_run: bool,
+    choose: Choose,
+    deps: Deps,
+) -> tuple[m.ReleaseOutcome, GpuOpsError | None]:
+    """The release; returns the outcome and, when it was refused or failed, the error."""
+    approval = {
+        "required": env.approval.required,
+        "approvers": list(env.approval.approvers),
+        "timeout_minutes": env.approval.timeout_minutes,
+        "approved_by": who.approved_by,
+    }
+    cluster = cluster_of(env, target)
+    kube = deps.connect(cluster)
+    out = m.ReleaseOutcome(env, action, m.PLANNED, kube.server, approval=approval)
+    t0 = out.t0
+    out.lock = {"resource": m.lock_resource(kube.server, env)}
+    try:
+        if env.approval.required and not who.approved_by and not dry_run:
+            who_may = ", ".join(env.approval.approvers) or "an approver"
+            return out, _refused(
+                out,
+                GateRefused(
+                    f"{env.name} requires an approval ({who_may}) and none was given",
+                    hint="approve it in the pipeline (promoteTag asks) or pass --approved-by",
+                ),
+            )
+        live = steps.read_live(kube, env)
+        store = HistoryStore(kube, env)
+        records = store.read()
+        out.current = hist.by_number(records, live[0].release)
+        try:
+            wanted, gates = choose(Context(kube, live, records, out.current))
+            out.wanted = wanted
+            out.gates.extend(gates)
+            if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
+                out.state = m.UNCHANGED  # (an open record is finished under the lock below)
+                return out, None
+            lend = _lender(kube)  # the gates use this run's connection
+            if wanted.digest and any(x.content.image != wanted.image for x in live):
+                out.gates.append(deps.registry.compat(env, wanted.digest, cluster, lend))
+            out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
+        except GateFailure as refusal:
+            out.gates.append(refusal.gate)
+            return out, _refused(out, refusal)
+        out.timings_s["gates"] = round(time.monotonic() - t0, 3)
+        if dry_run:
+            return out, None
+        label = wanted.tag or wanted.model or wanted.image
+        lock = TargetLock(kube, env, f"{action} {label} to {env.name}")
+        try:
+            lock.acquire()
+        except GateRefused as exc:
+            return out, _refused(out, exc)
+        out.lock.update(lock.to_dict())
+        for stale in lock.taken_over:
+            deps.say(
+                f"took over the stale lock {stale['lease']}: {stale['holder']} "
+                f"({stale['operation']}) had not renewed it for {stale['silent_for_s']}s"
+            )
+        try:
+            error = _locked(_Run(kube, env, store, out, wanted, deps, lock), who)
+        except GpuOpsError as exc:  # e.g. the API server gone for good: what we know so far
+            out.notes.append(f"stopped: {exc.message}")
+            out.state = "interrupted"
+            error = exc
+        finally:
+            out.notes.extend(lock.release())
+        return out, error
+    finally:
+        out.timings_s["total"] = round(time.monotonic() - t0, 3)
+        kube.close()
+
+
+class _Borrowed:
+    """This run's client, lent to a use case that closes the client it connects."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def close(self) -> None:
+        """The lender closes it."""
+
+
+def _lender(kube: KubeClient) -> Callable[[Cluster], KubeClient]:
+    return lambda _cluster: cast(KubeClient, _Borrowed(kube))
+
+
+def _refused(out: m.ReleaseOutcome, error: GpuOpsError) -> GpuOpsError:
+    out.state = "refused"
+    return error
+
+
+def _unchanged(live: list[steps.Live], wanted: m.Wanted) -> bool:
+    return all(x.content == Content(wanted.image, wanted.model) for x in live)
+
+
+@dataclass
+class _Run:
+    """One release under the lock: what it read, what it changed so far."""
+
+    kube: KubeClient
+    env: Environment
+    store: HistoryStore
+    out: m.ReleaseOutcome
+    wanted: m.Wanted
+    deps: Deps
+    lock: TargetLock
+    live: list[steps.Live] = field(default_factory=list)
+    applied: list[steps.Live] = field(default_factory=list)
+    old_cm: str | bool | None = False
+
+    def say(self, line: str) -> None:
+        self.deps.say(line)
+
+    def begin(self, who: m.Who) -> Release | None:
+        """Finish what earlier runs left open, then record this release as pending (None:
+        the environment already runs what is wanted)."""
+        env, out = self.env, self.out
+        self.live = steps.read_live(self.kube, env)  # again: it may have moved meanwhile
+        records = steps.reconcile(self.kube, env, self.store, self.live, out, self.say)
+        current = out.current = hist.by_number(records, self.live[0].release)
+        steps.align_registry_tag(env, current, self.deps.registry, out, self.say)
+        if _unchanged(self.live, self.wanted):
+            out.state = m.UNCHANGED
+            return None
+        w = self.wanted
+        record = Release(
+            number=hist.next_number(records),
+            environment=env.name,
+            action=out.action,
+            tag=w.tag,
+            digest=w.digest,
+            image=w.image,
+            model=w.model,
+            status=hist.PENDING,
+            started=hist.now_iso(),
+            previous=current.number if current else None,
+            reason=who.reason,
+            approved_by=who.approved_by,
+            requested_by=who.requested_by,
+            git_revision=who.git_revision,
+            link=who.link,
+        )
+        self.store.put(record, record.number)
+        out.record = record
+        was = current.label if current else self.live[0].content.image
+        self.say(
+            f"release #{record.number}: {out.action} {_what(w)} to {env.name} ({env.target}); "
+            f"was {was}"
+        )
+        return record
+
+    def apply(self, record: Release, who: m.Who) -> GpuOpsError | None:
+        env, w = self.env, self.wanted
+        cause = change_cause(
+            f"gpuops #{record.number} {self.out.action} {env.name}: {_what(w)}"
+            + (f" approved by {who.approved_by}" if who.approved_by else "")
+            + (f": {who.reason}" if who.reason else "")
+        )
+        self.old_cm = steps.set_model_configmap(self.kube, env, w.model, self.live)
+        try:
+            for x in self.live:
+                patch = release_patch(
+                    env.container,
+                    env.model,
+                    x.content,
+                    Content(w.image, w.model),
+                    release=record.number,
+                    change_cause=cause,
+                )
+                kubeapps.patch_deployment(self.kube, env.namespace, x.name, patch, x.version)
+                self.applied.append(x)
+        except Conflict:
+            steps.restore(self.kube, env, self.applied, w, record, None, self.old_cm, self.say)
+            self._end(
+                replace(
+                    record,
+                    status=hist.ABORTED,
+                    finished=hist.now_iso(),
+                    note="a Deployment changed while it was being released",
+                )
+            )
+            changed = self.live[len(self.applied)].name
+            return OperationFailed(
+                f"release #{record.number} aborted: Deployment {env.namespace}/{changed} was "
+                "changed by someone else during the release",
+                hint="see who changed it (kubectl rollout history); then release again",
+            )
+        return None
+
+    def _end(self, record: Release, state: str = m.FAILED) -> None:
+        self.store.put(record, record.number)
+        self.out.record = record
+        self.out.state = state
+
+    def finish(self, record: Release) -> GpuOpsError | None:
+        env, out = self.env, self.out
+        result = watch(
+            self.kube,
+            env.namespace,
+            env.deployments,
+            env.rollout,
+            say=self.say,
+            renew=self.lock.renew,
+        )
+        out.rollout = result
+        problem = result.problem
+        if result.state == deploywatch.COMPLETE:
+            problem = steps.move_registry_tag(env, self.wanted, self.deps.registry, self.say)
+            if problem is None:
+                _succeeded(self.store, out, record, out.current, env)
+                self.say(
+                    f"release #{record.number} succeeded: {env.name} runs {_what(self.wanted)}"
+                )
+                return None
+        assert problem is not None  # noqa: S101 - a failed watch always names its problem
+        return self.fail(record, problem)
+
+    def fail(self, record: Release, problem: Problem) -> GpuOpsError:
+        env, out, current = self.env, self.out, self.out.current
+        if problem.kind == "unschedulable":
+            out.explanation = explain_unschedulable(self.kube, env.namespace, problem, env.group_by)
+        back = current.label if current else self.live[0].content.image
+        self.say(f"release #{record.number} failed ({problem.kind}): {problem.message}")
+        self.say(f"rolling back to {back}")
+        out.restore = steps.restore(
+            self.kube, env, self.applied, self.wanted, record, current, self.old_cm, self.say
+        )
+        failure: dict[str, Any] = problem.to_dict()
+        if out.explanation:
+            failure["explanation"] = out.explanation.get("summary")
+            failure["fixes"] = out.explanation.get("fixes")
+        restored = out.restore is not None and out.restore.state == deploywatch.COMPLETE
+        self._end(
+            replace(
+                record,
+                status=hist.FAILED,
+                finished=hist.now_iso(),
+                failure=failure,
+                rolled_back_to=current.number if current else None,
+                note=None if restored else "the restore did not complete: check the Deployment",
+            )
+        )
+        ended = "rolled back to" if restored else "tried to roll back to"
+        return OperationFailed(
+            f"release #{record.number} ({_what(self.wanted)}) to {env.name} failed: "
+            f"{problem.message}; {ended} {back}",
+            hint=(out.explanation or {}).get("summary")
+            or "see the release's failure in 'gpuops release history'",
+        )
+
+
+def _locked(run_: _Run, who: m.Who) -> GpuOpsError | None:
+    record = run_.begin(who)
+    if record is None:
+        return None
+    error = run_.apply(record, who)
+    if error is not None:
+        return error
+    run_.out.timings_s["applied"] = round(time.monotonic() - run_.out.t0, 3)
+    return run_.finish(record)
+
+
+def _what(w: m.Wanted) -> str:
+    parts = []
+    if w.tag:
+        parts.append(f"{w.tag} ({(w.digest or '')[:19]})")
+    if w.model:
+        parts.append(f"model {w.model}")
+    return ", ".join(parts) or w.image
+
+
+def _succeeded(
+    store: HistoryStore,
+    out: m.ReleaseOutcome,
+    record: Release,
+    current: Release | None,
+    env: Environment,
+) -> None:
+    done = replace(
+        record, status=hist.SUCCEEDED, finished=hist.now_iso(), registry_tag=env.registry_tag
+    )
+
+    def change(records: list[Release]) -> list[Release]:
+        records = hist.upsert(records, done)
+        if out.action == "rollback" and current is not None:
+            replaced = hist.by_number(records, current.number)
+            if replaced is not None:
+                records = hist.upsert(records, replace(replaced, rolled_back_by=done.number))
+        return records
+
+    store.update(change, done.number)
+    out.record = done
+    out.state = m.SUCCEEDED

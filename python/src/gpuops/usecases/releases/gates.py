@@ -1,0 +1,144 @@
+"""The gates a release passes before anything changes: the image exists in the registry and
+resolves to a digest, it is compatible with the environment's node class, and the GPUs for the
+rollout's surge pods are free. Each returns a :class:`Gate` or raises :class:`GateRefused`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kubedecode import placement_from_spec, pod_from_api
+from gpuops.core import headroom as headroom_core
+from gpuops.core.releaseconfig import Environment
+from gpuops.errors import GateRefused
+from gpuops.usecases import headroom
+from gpuops.usecases.cluster import Cluster
+
+
+class Registry(Protocol):
+    """What a release needs of the registry."""
+
+    def resolve(self, repository: str, tag: str) -> str | None:
+        """The digest ``repository:tag`` points at, or None when there is no such tag."""
+
+    def has_digest(self, repository: str, digest: str) -> bool:
+        """Whether the manifest ``repository@digest`` exists."""
+
+    def move_tag(self, repository: str, digest: str, tag: str) -> None:
+        """Point ``repository:tag`` at ``digest`` (by manifest; no layer moves)."""
+
+    def compat(
+        self,
+        env: Environment,
+        digest: str,
+        cluster: Cluster,
+        connect: Callable[[Cluster], KubeClient],
+    ) -> Gate:
+        """The compat gate: the image's CUDA version against the drivers of the environment's
+        node class; raises :class:`GateFailure` when they do not suit it."""
+
+
+@dataclass
+class Gate:
+    name: str
+    ok: bool
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gate": self.name, "ok": self.ok, "message": self.message, **self.details}
+
+
+class GateFailure(GateRefused):
+    """A refused gate, with the gates checked so far (for the result document)."""
+
+    def __init__(self, gate: Gate, hint: str) -> None:
+        super().__init__(gate.message, hint=hint)
+        self.gate = gate
+
+
+def image_gate(registry: Registry, env: Environment, tag: str) -> tuple[Gate, str]:
+    digest = registry.resolve(env.image, tag)
+    if digest is None:
+        gate = Gate("image", False, f"tag {tag} does not exist in {env.image}")
+        raise GateFailure(gate, "build and push it first (buildImage), or check the tag")
+    return Gate("image", True, f"{env.image}:{tag} is {digest}", {"digest": digest}), digest
+
+
+def digest_gate(registry: Registry, env: Environment, tag: str | None, digest: str) -> Gate:
+    """For a rollback: the recorded digest must still be in the registry (no rebuild)."""
+    if not registry.has_digest(env.image, digest):
+        gate = Gate("image", False, f"{env.image}@{digest} ({tag}) is no longer in the registry")
+        raise GateFailure(gate, "it was deleted (retention or garbage collection); rebuild it")
+    return Gate("image", True, f"{env.image}@{digest} ({tag}) is still in the registry")
+
+
+def surge_pods(deployment: Mapping[str, Any]) -> int:
+    """How many pods above ``replicas`` a rolling update may create at once (maxSurge)."""
+    spec = deployment.get("spec") or {}
+    replicas = spec.get("replicas", 1)
+    strategy = spec.get("strategy") or {}
+    if strategy.get("type") == "Recreate" or not replicas:
+        return 0
+    surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+    if isinstance(surge, str) and surge.endswith("%"):
+        return math.ceil(int(surge[:-1] or 0) * int(replicas) / 100)
+    return int(surge)
+
+
+def headroom_gate(
+    env: Environment,
+    cluster: Cluster,
+    deployments: Sequence[Mapping[str, Any]],
+    link: str | None,
+    connect: Callable[[Cluster], KubeClient] | None = None,
+) -> Gate:
+    """GPU headroom for the surge pods of every Deployment's rollout, with the environment's
+    reserve (``gpuops headroom check`` with the pods' own selector, affinity, tolerations)."""
+    checked: list[dict[str, Any]] = []
+    for obj in deployments:
+        name = (obj.get("metadata") or {}).get("name", "")
+        template = (obj.get("spec") or {}).get("template") or {}
+        pod = pod_from_api({"metadata": {"namespace": env.namespace}, "spec": template.get("spec")})
+        gpus = pod.requests.get(headroom_core.DEFAULT_RESOURCE, 0)
+        surge = surge_pods(obj)
+        if gpus <= 0 or surge <= 0:
+            why = (
+                "its pods request no GPUs" if gpus <= 0 else "its rollout adds no pods (maxSurge 0)"
+            )
+            checked.append({"deployment": name, "skipped": why})
+            continue
+        shape = headroom_core.Shape(
+            gpus_per_pod=gpus,
+            pods=surge,
+            placement=placement_from_spec(template.get("spec") or {}),
+            namespace=env.namespace,
+        )
+        policy = headroom_core.Policy(env.reserve, dict(env.reserve_per_class), env.group_by)
+        outcome = headroom.check(
+            headroom.CheckRequest(shape, policy, cluster, headroom.Notify(link=link)), connect
+        )
+        result = outcome.result
+        entry = {
+            "deployment": name,
+            "surge_pods": surge,
+            "gpus_per_pod": gpus,
+            "fits": result.fits,
+            "message": result.message,
+        }
+        checked.append(entry)
+        if not result.fits:
+            gate = Gate("headroom", False, f"{name}: {result.message}", {"deployments": checked})
+            raise GateFailure(
+                gate,
+                "free GPUs on the node class or lower maxSurge; 'gpuops headroom check' "
+                "shows the numbers",
+            )
+    fitting = [c for c in checked if c.get("fits")]
+    message = "; ".join(f"{c['deployment']}: {c['message']}" for c in fitting) or "; ".join(
+        f"{c['deployment']}: skipped, {c['skipped']}" for c in checked
+    )
+    return Gate("headroom", True, message, {"deployments": checked})

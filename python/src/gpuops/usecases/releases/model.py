@@ -1,0 +1,141 @@
+"""Typed requests and outcomes of the release use cases."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuops.core.releaseconfig import Environment
+from gpuops.core.releasehistory import Release
+from gpuops.usecases.releases.gates import Gate
+from gpuops.usecases.releases.watch import WatchResult
+
+PLANNED = "planned"  # a dry run: every gate passed, nothing changed
+UNCHANGED = "unchanged"  # the environment already runs exactly this
+SUCCEEDED = "succeeded"
+FAILED = "failed"  # the rollout failed; the previous release was restored
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who asked, who approved, why, and from which build."""
+
+    reason: str | None = None
+    approved_by: str | None = None
+    requested_by: str | None = None
+    git_revision: str | None = None
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a request goes: the environments file, the environment, the cluster override."""
+
+    config: str
+    environment: str
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class PromoteRequest:
+    target: Target
+    tag: str | None = None
+    model: str | None = None
+    who: Who = field(default_factory=Who)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    target: Target
+    to: str  # "previous" or a tag from the history
+    who: Who = field(default_factory=Who)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The content a release puts on the cluster."""
+
+    tag: str | None
+    digest: str | None
+    image: str
+    model: str | None
+    source: Release | None = None  # for a rollback: the release it restores
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "tag": self.tag,
+            "digest": self.digest,
+            "image": self.image,
+            "model": self.model,
+        }
+        if self.source is not None:
+            doc["restores"] = self.source.number
+        return doc
+
+
+@dataclass
+class ReleaseOutcome:
+    env: Environment
+    action: str
+    state: str
+    server: str
+    wanted: Wanted | None = None
+    current: Release | None = None  # what ran before
+    record: Release | None = None
+    gates: list[Gate] = field(default_factory=list)
+    approval: dict[str, Any] = field(default_factory=dict)
+    lock: dict[str, Any] = field(default_factory=dict)
+    rollout: WatchResult | None = None
+    restore: WatchResult | None = None
+    explanation: dict[str, Any] | None = None
+    reconciled: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    t0: float = field(default_factory=time.monotonic, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.env
+        doc: dict[str, Any] = {
+            "environment": e.name,
+            "action": self.action,
+            "state": self.state,
+            "namespace": e.namespace,
+            "deployments": list(e.deployments),
+            "server": self.server,
+            "approval": self.approval,
+            "lock": self.lock,
+            "gates": [g.to_dict() for g in self.gates],
+            "wanted": self.wanted.to_dict() if self.wanted else None,
+            "previous": self.current.to_dict() if self.current else None,
+            "release": self.record.to_dict() if self.record else None,
+            "reconciled": self.reconciled,
+            "notes": self.notes,
+            "timings_s": self.timings_s,
+        }
+        if self.rollout is not None:
+            doc["rollout"] = _watch_dict(self.rollout)
+        if self.restore is not None:
+            doc["restore"] = _watch_dict(self.restore)
+        if self.explanation is not None:
+            doc["explanation"] = self.explanation
+        return doc
+
+
+def _watch_dict(w: WatchResult) -> dict[str, Any]:
+    return {
+        "state": w.state,
+        "seconds": w.seconds,
+        "problem": w.problem.to_dict() if w.problem else None,
+        "progress": w.lines[-20:],
+    }
+
+
+def lock_resource(server: str, env: Environment) -> str:
+    """The name of the Jenkins ``lock`` resource for this target (one per target, whatever
+    the job): the cluster, the namespace and the Deployments."""
+    host = server.split("://", 1)[-1].rstrip("/")
+    return f"gpuops-release {host}/{env.namespace}/{','.join(env.deployments)}"

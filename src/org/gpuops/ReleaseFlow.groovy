@@ -1,0 +1,98 @@
+package org.gpuops
+
+/**
+ * The Jenkins side of a release (promoteTag, rollbackRelease), in this order:
+ * 1. plan on an agent: the CLI's dry run checks the input and every gate and says whether the
+ *    environment needs an approval, who may give it, and the target's lock name;
+ * 2. the approval, outside any agent: `input` with `submitter` inside `timeout`, so that no
+ *    executor is held while a person decides; the approver goes to the CLI, which records it;
+ * 3. the release on an agent inside `lock(resource: <target>)`: one release per target at a
+ *    time in this Jenkins (the CLI's Lease in the cluster covers every other caller).
+ * Every decision is the CLI's; this class only orders Jenkins steps around it.
+ */
+class ReleaseFlow implements Serializable {
+
+    private static final long serialVersionUID = 1L
+
+    /** The step's own Jenkins parameters (promoteTag and rollbackRelease share them). */
+    static final Map DEFAULTS = [
+        kubeconfigCredentialsId: null,     // file credential with the kubeconfig -> env KUBECONFIG
+        registryCredentialsId  : null,     // username/password credential -> env GPUOPS_REGISTRY_USERNAME/_PASSWORD
+        agentLabel             : 'gpuops', // agents that run the CLI; taken only while it runs
+        checkout               : true,     // `checkout scm` on each agent: the environments file is in the repository
+        approvalTimeoutMinutes : null,     // unset: the environment's approval.timeout_minutes
+    ].asImmutable()
+
+    static final Map TYPES = [
+        kubeconfigCredentialsId: 'string', registryCredentialsId: 'string', agentLabel: 'string',
+        checkout: 'boolean', approvalTimeoutMinutes: 'int',
+    ].asImmutable()
+
+    /** Credential bindings for gpuopsExec: secrets reach the CLI as environment variables only. */
+    static List<Map> credentials(Map step) {
+        List<Map> bindings = []
+        if (step.kubeconfigCredentialsId) {
+            bindings.add([type: 'file', id: step.kubeconfigCredentialsId, variable: 'KUBECONFIG'])
+        }
+        if (step.registryCredentialsId) {
+            bindings.add([type: 'usernamePassword', id: step.registryCredentialsId,
+                          usernameVariable: 'GPUOPS_REGISTRY_USERNAME', passwordVariable: 'GPUOPS_REGISTRY_PASSWORD'])
+        }
+        return bindings
+    }
+
+    /** Plans, asks for the approval when the environment needs one, and releases under the lock. */
+    static Map run(Object script, String stepName, Map step, Map cli, Closure exec) {
+        if (cli.containsKey('approved_by')) {
+            script.error("[${stepName}] approvedBy is not a parameter you set: ${stepName} asks for the " +
+                'approval (input) and passes the approver on (invalid-input)')
+        }
+        if (script.env.NODE_NAME) {
+            script.error("[${stepName}] call ${stepName} outside node { }: it takes an agent only while the " +
+                'CLI runs, never while a person approves (invalid-input)')
+        }
+        Map plan = onAgent(script, step) { exec(cli + [dry_run: true]) }
+        if (cli.dry_run) {
+            return plan
+        }
+        Map params = new LinkedHashMap(cli)
+        Map approval = plan.approval ?: [:]
+        if (approval.required) {
+            params.approved_by = approve(script, step, plan)
+        }
+        Map result = null
+        script.lock(resource: plan.lock.resource) {
+            result = onAgent(script, step) { exec(params) }
+        }
+        return result
+    }
+
+    static String approve(Object script, Map step, Map plan) {
+        Map approval = plan.approval
+        int minutes = (step.approvalTimeoutMinutes ?: approval.timeout_minutes ?: 60) as int
+        Map wanted = plan.wanted ?: [:]
+        String what = [wanted.tag, wanted.model ? "model ${wanted.model}" : null].findAll().join(', ')
+        Map args = [message: "${plan.action} ${what} to ${plan.environment}? Every gate passed.".toString(),
+                    ok: 'Release', submitterParameter: 'GPUOPS_APPROVER']
+        if (approval.approvers) {
+            args.submitter = approval.approvers.join(',')
+        }
+        String approver = null
+        script.timeout(time: minutes, unit: 'MINUTES') {
+            approver = script.input(args)
+        }
+        return approver
+    }
+
+    static Map onAgent(Object script, Map step, Closure body) {
+        Map result = null
+        script.node(step.agentLabel) {
+            if (step.checkout) {
+                script.checkout(script.scm)
+            }
+            result = body()
+        }
+        return result
+    }
+
+}

@@ -1,0 +1,197 @@
+"""``gpuops release`` as Jenkins runs it (a process, JSON parameters in, result or error
+document out) on the lab: exit codes, progress on stderr, the history as a table and as JSON,
+``kubectl rollout history``, and two processes releasing one target at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration.conftest_kube import KubeLab
+from integration.releaselab import Images, Target, environment, make_target
+
+pytestmark = pytest.mark.timeout(600)
+GPUOPS = str(Path(sys.executable).parent / "gpuops")
+
+
+@pytest.fixture
+def target(kube_lab: KubeLab, release_images: Images, tmp_path: Path) -> Target:
+    def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
+        plain = {"registry": {"plain_http": True}}
+        return {
+            "staging": environment(ns, name, repo, registry_tag="staging", **plain),
+            "production": environment(
+                ns, name, repo, approval={"approvers": ["release-managers"]}, **plain
+            ),
+        }
+
+    return make_target(kube_lab, release_images, tmp_path, "relcli", envs=envs)
+
+
+def gpuops(
+    t: Target, tmp: Path, command: str, params: dict[str, Any], *args: str, text: bool = False
+) -> tuple[int, dict[str, Any] | None, str]:
+    """Run ``gpuops release <command>`` like gpuopsExec does; (exit, document, stderr)."""
+    pfile, rfile, efile = tmp / "p.json", tmp / "r.json", tmp / "e.json"
+    for f in (rfile, efile):
+        f.unlink(missing_ok=True)
+    pfile.write_text(json.dumps({"config": str(t.config), **params}))
+    env = {
+        **os.environ,
+        "GPUOPS_PARAMS_FILE": str(pfile),
+        "GPUOPS_RESULT_FILE": str(rfile),
+        "GPUOPS_ERROR_FILE": str(efile),
+        "KUBECONFIG": str(t.kube.kubeconfig),
+    }
+    done = subprocess.run(
+        [GPUOPS, "release", command, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    doc_file = rfile if done.returncode == 0 else efile
+    doc = json.loads(doc_file.read_text()) if doc_file.exists() else None
+    return done.returncode, doc, done.stderr + (done.stdout if text else "")
+
+
+def test_promote_as_jenkins_runs_it_and_the_history_kubectl_agrees_with(
+    target: Target, tmp_path: Path, release_images: Images, kube_lab: KubeLab
+) -> None:
+    code, doc, stderr = gpuops(
+        target,
+        tmp_path,
+        "promote",
+        {"environment": "staging", "tag": "1.1.0", "reason": "first", "link": "https://ci/7"},
+    )
+    assert code == 0, stderr
+    assert doc is not None and doc["ok"] is True
+    result = doc["result"]
+    assert result["state"] == "succeeded" and result["release"]["number"] == 1
+    assert [g["gate"] for g in result["gates"]] == ["image", "compat", "headroom"]
+    assert result["wanted"]["digest"] == release_images.digests["1.1.0"]
+    assert "rollout complete" in stderr and "release #1 succeeded" in stderr, stderr
+
+    code, doc, stderr = gpuops(
+        target, tmp_path, "promote", {"environment": "staging", "tag": "1.2.0"}
+    )
+    assert code == 0, stderr
+
+    code, doc, table = gpuops(target, tmp_path, "history", {"environment": "staging"}, text=True)
+    assert code == 0
+    assert doc is not None and [r["tag"] for r in doc["result"]["releases"]] == ["1.2.0", "1.1.0"]
+    assert doc["result"]["rollback_choices"] == ["1.1.0"]
+    lines = table.splitlines()
+    assert lines[2].startswith("*2    promote   1.2.0") and lines[3].startswith(
+        " 1    promote   1.1.0"
+    )
+    assert "current: #2 1.2.0; rollback --previous: #1 1.1.0" in table
+
+    kubectl = Path(kube_lab.facts["bin_dir"]) / "kubectl"
+    shown = subprocess.run(
+        [
+            str(kubectl),
+            "--kubeconfig",
+            str(kube_lab.kubeconfig),
+            "-n",
+            target.namespace,
+            "rollout",
+            "history",
+            "deployment/infer",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (
+        "gpuops #1 promote staging: 1.1.0" in shown and "gpuops #2 promote staging: 1.2.0" in shown
+    ), shown
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "category", "says"),
+    [
+        ({"environment": "staging", "tag": "9.9.9"}, 3, "gate-refused", "tag 9.9.9 does not exist"),
+        ({"environment": "production", "tag": "1.1.0"}, 3, "gate-refused", "requires an approval"),
+        (
+            {"environment": "staging", "tag": "1.1.0", "approved_by": True},
+            2,
+            "invalid-input",
+            "approved_by",
+        ),
+        ({"environment": "qa", "tag": "1.1.0"}, 2, "invalid-input", "no environment 'qa'"),
+    ],
+)
+def test_refusals_change_nothing(
+    target: Target, tmp_path: Path, params: dict[str, Any], code: int, category: str, says: str
+) -> None:
+    before = target.image()
+
+    got, doc, stderr = gpuops(target, tmp_path, "promote", params)
+
+    assert got == code, stderr
+    assert doc is not None and doc["error"]["category"] == category
+    assert says in doc["error"]["message"]
+    assert target.image() == before and not target.history("staging") and not target.leases()
+
+
+def test_a_failed_rollout_is_exit_1_with_the_reason_and_the_restore(
+    target: Target, tmp_path: Path
+) -> None:
+    gpuops(target, tmp_path, "promote", {"environment": "staging", "tag": "1.1.0"})
+
+    code, doc, stderr = gpuops(
+        target, tmp_path, "promote", {"environment": "staging", "tag": "2.0.0-labfault-crashloop"}
+    )
+
+    assert code == 1
+    assert doc is not None and doc["error"]["category"] == "failed"
+    assert (
+        "restarted 3 times" in doc["error"]["message"]
+        and "rolled back to #1 1.1.0" in doc["error"]["message"]
+    )
+    assert doc["result"]["state"] == "failed" and doc["result"]["restore"]["state"] == "complete"
+    assert "rolling back to #1 1.1.0" in stderr
+
+
+def test_two_processes_releasing_one_target_exactly_one_proceeds(
+    target: Target, tmp_path: Path
+) -> None:
+    runs = []
+    for i, tag in enumerate(("1.1.0", "1.2.0")):
+        d = tmp_path / str(i)
+        d.mkdir()
+        (d / "p.json").write_text(
+            json.dumps({"config": str(target.config), "environment": "staging", "tag": tag})
+        )
+        env = {
+            **os.environ,
+            "GPUOPS_PARAMS_FILE": str(d / "p.json"),
+            "GPUOPS_ERROR_FILE": str(d / "e.json"),
+            "KUBECONFIG": str(target.kube.kubeconfig),
+        }
+        runs.append(
+            (
+                d,
+                subprocess.Popen(
+                    [GPUOPS, "release", "promote"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
+    codes = sorted(p.wait(300) for _, p in runs)
+
+    assert codes == [0, 3], codes
+    [(loser, _)] = [(d, p) for d, p in runs if p.returncode == 3]
+    error = json.loads((loser / "e.json").read_text())["error"]
+    assert "is being released by" in error["message"] and "since" in error["message"]
+    assert len(target.history("staging")) == 1

@@ -1,0 +1,111 @@
+"""``gpuops release`` and bad input: every refusal is exit 2 naming the field, before anything
+reaches a cluster or a registry (the addresses used here answer nothing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuops.cli.main import run
+
+CONFIG = """\
+environments:
+  staging:
+    namespace: ai-staging
+    deployment: infer
+    image: 127.0.0.1:9/ai/infer
+    cluster: {kubeconfig: /nonexistent/kubeconfig}
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "gpuops-release.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def error_of(
+    tmp_path: Path, *argv: str, params: dict[str, object] | None = None
+) -> tuple[int, dict[str, object]]:
+    err = tmp_path / "error.json"
+    err.unlink(missing_ok=True)
+    head = ["--error-file", str(err)]
+    if params is not None:
+        pfile = tmp_path / "params.json"
+        pfile.write_text(json.dumps(params))
+        head += ["--params-file", str(pfile)]
+    code = run([*head, *argv])
+    return code, json.loads(err.read_text())["error"] if err.exists() else {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "says"),
+    [
+        (["promote", "-e", "staging", "--tag", "-1.0"], "tag", "is not a valid tag"),
+        (["promote", "-e", "Staging", "--tag", "1.0"], "environment", "is not a valid name"),
+        (
+            ["promote", "-e", "prod", "--tag", "1.0"],
+            "environment",
+            "no environment 'prod' (environments: staging)",
+        ),
+        (["promote", "-e", "staging"], "tag", "promote needs --tag, --model or both"),
+        (["promote", "-e", "staging", "--model", "v2"], "model", "declares no model mount"),
+        (
+            ["promote", "-e", "staging", "--tag", "1.0", "--git-revision", "HEAD"],
+            "git_revision",
+            "is not a commit id",
+        ),
+        (
+            ["promote", "-e", "staging", "--tag", "1.0", "--link", "ftp://x"],
+            "link",
+            "is not an http(s) URL",
+        ),
+        (["rollback", "-e", "staging"], "to", "give exactly one of --previous and --to TAG"),
+        (["rollback", "-e", "staging", "--previous", "--to", "1.0"], "to", "give exactly one of"),
+        (["rollback", "-e", "staging", "--to", "1.0\n"], "to", "control character"),
+    ],
+)
+def test_bad_input_is_exit_2_naming_the_field(
+    tmp_path: Path, config: Path, argv: list[str], field: str, says: str
+) -> None:
+    code, error = error_of(tmp_path, "release", *argv[:1], "--config", str(config), *argv[1:])
+    assert code == 2, error
+    assert error["field"] == field, error
+    assert says in str(error["message"]), error
+
+
+def test_a_broken_environments_file_names_file_environment_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "gpuops-release.yaml"
+    path.write_text(CONFIG.replace("namespace: ai-staging", "namespace: AI_Staging"))
+    code, error = error_of(
+        tmp_path, "release", "promote", "--config", str(path), "-e", "staging", "--tag", "1"
+    )
+    assert code == 2
+    assert str(error["message"]).startswith(
+        f"{path}: environments.staging.namespace: namespace 'AI_Staging'"
+    )
+    code, error = error_of(
+        tmp_path, "release", "history", "--config", str(tmp_path / "none.yaml"), "-e", "x"
+    )
+    assert code == 2 and "does not exist" in str(error["message"]) and error["field"] == "config"
+
+
+def test_parameters_as_jenkins_sends_them(tmp_path: Path, config: Path) -> None:
+    """The step's parameters file: a JSON boolean for a flag, strings for the rest."""
+    code, error = error_of(
+        tmp_path,
+        "release",
+        "rollback",
+        params={"config": str(config), "environment": "staging", "previous": "yes"},
+    )
+    assert code == 2 and error["field"] == "previous"
+    code, error = error_of(
+        tmp_path,
+        "release",
+        "promote",
+        params={"config": str(config), "environment": "staging", "tag": "1.0", "approved_by": 7},
+    )
+    assert code == 2 and error["field"] == "approved_by"
