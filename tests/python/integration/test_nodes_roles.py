@@ -135,6 +135,8 @@ def test_driver_upgrade_with_the_reboot_pending_path(fleet_lab: FleetLab) -> Non
 
 def test_missing_kernel_headers_fail_before_the_installer(fleet_lab: FleetLab) -> None:
     host = fleet_lab.host("gpu_a100", 1)
+    # what an earlier test of the session may have installed here: the installer must not add to it
+    installed = hoststate.gpu_state(fleet_lab.lab, host)["install"]
     hoststate.set_gpu_state(fleet_lab.lab, host, kernel_headers=False)
     try:
         recap, out = play(
@@ -148,7 +150,7 @@ def test_missing_kernel_headers_fail_before_the_installer(fleet_lab: FleetLab) -
         assert f"prerequisite missing on {host}: no headers for the running kernel {release}" in (
             " ".join(out.split())
         )
-        assert hoststate.gpu_state(fleet_lab.lab, host)["install"] is None  # never ran
+        assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed  # never ran
     finally:
         hoststate.set_gpu_state(fleet_lab.lab, host, kernel_headers=True)
 
