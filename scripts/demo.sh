@@ -7,6 +7,8 @@
 #      the headroom gate refuses it (exit 3) before anything is deployed
 #   4. the training Job deployed anyway stays Pending: `gpuops headroom explain` says why,
 #      next to the real scheduler's FailedScheduling event, and what would fit
+#   Every step's page (capacity, fleet health, release history) is left in $GPUOPS_DEMO_REPORTS
+#   (default reports/demo), and the end says where.
 #   5. Jenkinsfile.example run end to end (the real library, real sh, the real CLI): build 41,
 #      42, 43; staging 41; production 41 and 42 with approval; production 43 cannot be
 #      scheduled and is rolled back by itself; the production rollback job; the release history
@@ -15,6 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GPUOPS_LAB_DIR=${GPUOPS_LAB_DIR:-/tmp/gpuops-demo}
 G=(.venv/bin/gpuops)
+REPORTS=${GPUOPS_DEMO_REPORTS:-$PWD/reports/demo}
+mkdir -p "$REPORTS"
+touch "$REPORTS/.started"
 say() { printf '\n\033[1;36m### %s\033[0m\n' "$*"; }
 run() { printf '\033[2m$ %s\033[0m\n' "$*"; "$@"; }
 
@@ -35,6 +40,13 @@ run .venv/bin/ansible gpu_nodes -m ping -o
 run .venv/bin/ansible gpu_nodes -o -m ansible.builtin.command -a \
   "nvidia-smi --query-gpu=index,name,driver_version,temperature.gpu,ecc.errors.uncorrected.volatile.total --format=csv,noheader -i 0"
 run "$KUBECTL" get nodes -L accelerator,gpu-driver,nvidia.com/gpu.product
+say "   gpuops nodes inspect: every GPU against the thresholds, Xid from the kernel log"
+set +e
+run "${G[@]}" nodes inspect -i "$(fact fleet.inventory)" --report-dir "$REPORTS/fleet"
+rc=$?
+set -e
+echo "gpuops exit code: $rc (0 = healthy, 3 = a critical finding: the faulty host is named first)"
+[[ $rc == 0 || $rc == 3 ]] || { echo "demo: the inspection itself failed" >&2; exit 1; }
 
 say "3. inference takes 14 of the 16 H800 GPUs (7 replicas x 2)"
 run "$KUBECTL" create namespace ai
@@ -59,7 +71,7 @@ run "$KUBECTL" -n ai rollout status deployment/infer --timeout=120s
 say "   release gate: can a training run of 2 pods x 4 GPUs start on H800?"
 set +e
 run "${G[@]}" headroom check --namespace ai --gpus-per-pod 4 --pods 2 \
-  --node-selector accelerator=nvidia-h800
+  --node-selector accelerator=nvidia-h800 --show-nodes --report-dir "$REPORTS/capacity"
 rc=$?
 set -e
 echo "gpuops exit code: $rc (3 = gate refused: the release stops here, nothing deployed)"
@@ -107,6 +119,8 @@ run gradle --console=plain -q labTest -Dgpuops.story="$STORY" -Dgpuops.console=t
 APP_CONFIG="$(dirname "$STORY")/app/gpuops-release.yaml"
 say "   the release history, from the cluster"
 run "${G[@]}" release history -e staging --config "$APP_CONFIG"
-run "${G[@]}" release history -e production --config "$APP_CONFIG"
+run "${G[@]}" release history -e production --config "$APP_CONFIG" --report-dir "$REPORTS/releases"
 run "$KUBECTL" -n ai-production rollout history deployment/infer
 say "done: one safe release path, from build to rollback, recorded where the cluster is"
+echo "the pages of this run (open in a browser; Jenkins archives and publishes the same):"
+find "$REPORTS" -name '*.html' -newer "$REPORTS/.started" | sort
