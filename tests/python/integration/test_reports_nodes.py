@@ -73,6 +73,22 @@ def test_fleet_health_page_shows_the_faulty_host_and_its_xid(
     # the Xid, on the faulty host only
     assert seen.data["xid-host"] == [FAULTY]
     assert seen.data["xid"] == ["79"]
+    # hosts x GPUs: one cell per GPU the result lists, coloured by its worst finding
+    assert seen.data["grid-host"] == seen.data["host"]
+    worst = []
+    for h in result["hosts"]:
+        for g in h["gpus"]:
+            sev = {f["severity"] for f in h["findings"] if f.get("gpu") == g["index"]}
+            worst.append(next((s for s in ("critical", "warning") if s in sev), "ok"))
+    for severity in ("critical", "warning", "ok"):
+        assert len(seen.data.get(f"cell-{severity}", [])) == worst.count(severity), severity
+    assert worst.count("critical") >= 1  # the faulty A100's GPU 5
+    # the limits it was judged by, per group
+    assert seen.data["threshold-group"] == groups
+    assert sorted(seen.data["threshold"]) == sorted(
+        {name for limits in result["thresholds"].values() for name in limits}
+    )
+    assert "temperature_critical_c" in seen.data["threshold"]
 
 
 def test_node_update_page_of_a_check_run_shows_the_plan(

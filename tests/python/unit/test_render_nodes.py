@@ -98,3 +98,36 @@ def test_other_documents_are_refused_as_input(doc: dict[str, Any]) -> None:
     assert err.value.field == "input"
     with pytest.raises(InvalidInput):
         pages.rollout_context(doc)
+
+
+def test_each_gpu_cell_takes_its_worst_finding_and_names_its_values() -> None:
+    gpus = [
+        {"index": i, "temperature_c": 40 + i, "ecc": {"uncorrected_volatile": 0}} for i in range(3)
+    ]
+    gpus.append({"index": 3, "lost": True})
+    findings = [
+        {"severity": "warning", "message": "GPU 1: 86 C", "gpu": 1},
+        {"severity": "warning", "message": "GPU 2: fan", "gpu": 2},
+        {"severity": "critical", "message": "GPU 2: 3 uncorrected ECC errors", "gpu": 2},
+        {"severity": "warning", "message": "disk 10 % free", "gpu": None},
+    ]
+    ctx = pages.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=findings)))
+    cells = ctx["hosts"][0]["cells"]
+    assert [c["severity"] for c in cells] == ["ok", "warning", "critical", "critical"]
+    assert cells[0]["readings"][0] == "40 °C" and cells[0]["findings"] == []
+    assert cells[2]["findings"] == ["GPU 2: fan", "GPU 2: 3 uncorrected ECC errors"]
+    assert cells[3]["findings"] == ["lost"] and cells[3]["readings"][0] == "- °C"
+    assert ctx["gpu_columns"] == 4
+    assert ctx["thresholds"] == []  # a result without limits shows none
+
+
+def test_thresholds_are_shown_per_group() -> None:
+    result = _inspect(_host("a", "g1", "ok"), _host("b", "g2", "ok"))
+    result["thresholds"] = {"g2": {"fan_warning_pct": 90, "xid_ignore": [13]},
+                            "g1": {"fan_warning_pct": 95, "xid_ignore": []}}  # fmt: skip
+    ctx = pages.fleet_context(result)
+    assert ctx["threshold_groups"] == ["g1", "g2"]
+    assert ctx["thresholds"] == [
+        {"name": "fan_warning_pct", "limits": ["95", "90"]},
+        {"name": "xid_ignore", "limits": ["none", "13"]},
+    ]

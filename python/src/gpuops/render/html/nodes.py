@@ -61,6 +61,70 @@ def _gpu_temp(h: Mapping[str, Any]) -> str:
     return f"{max(temps)}" if temps else "-"
 
 
+#: A cell's colour: the worst finding of that GPU (a host-wide finding colours the host's name).
+_SEVERITY_ORDER = ("critical", "warning", "ok")
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None or isinstance(value, bool) else str(value)
+
+
+def _gpu_cells(h: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One cell per GPU: its worst finding, its values, and every finding on it."""
+    found: dict[Any, list[Mapping[str, Any]]] = {}
+    for f in _list(h.get("findings")):
+        if isinstance(f, Mapping) and "message" in f:
+            found.setdefault(f.get("gpu"), []).append(f)
+    cells = []
+    for i, g in enumerate(_list(h.get("gpus"))):
+        if not isinstance(g, Mapping):
+            continue
+        index = g.get("index", i)
+        mine = found.get(index, [])
+        severities = {_text(f.get("severity")) for f in mine}
+        worst = next((s for s in _SEVERITY_ORDER if s in severities), "ok")
+        if g.get("lost"):
+            worst = "critical"
+        ecc: Mapping[str, Any] = g["ecc"] if isinstance(g.get("ecc"), Mapping) else {}
+        rows: Mapping[str, Any] = (
+            g["remapped_rows"] if isinstance(g.get("remapped_rows"), Mapping) else {}
+        )
+        messages = [_text(f["message"]) for f in mine] or (["lost"] if g.get("lost") else [])
+        cells.append(
+            {
+                "gpu": _text(index),
+                "severity": worst,
+                "readings": [
+                    f"{_num(g.get('temperature_c'))} °C",
+                    f"ECC {_num(ecc.get('uncorrected_volatile'))}/"
+                    f"{_num(ecc.get('uncorrected_aggregate'))}",
+                    f"remap {_num(rows.get('uncorrectable'))}",
+                ],
+                "findings": messages,
+            }
+        )
+    return cells
+
+
+def _limit(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "none"
+    return _text(value)
+
+
+def _threshold_rows(result: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The limits per group as a table: (group names, rows of limit name and values)."""
+    by_group = result.get("thresholds")
+    if not isinstance(by_group, Mapping):
+        return [], []
+    groups = sorted(str(g) for g in by_group if isinstance(by_group[g], Mapping))
+    names: list[str] = []
+    for g in groups:
+        names += [str(n) for n in by_group[g] if str(n) not in names]
+    rows = [{"name": n, "limits": [_limit(by_group[g].get(n)) for g in groups]} for n in names]
+    return groups, rows
+
+
 def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
     _require(result, _INSPECT_KEYS, "nodes inspect")
     hosts: list[Mapping[str, Any]] = result["hosts"]
@@ -94,9 +158,11 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
                 for f in _list(h.get("findings"))
                 if isinstance(f, Mapping) and "message" in f
             ],
+            "cells": _gpu_cells(h),
         }
         for h in ranked[:HOSTS_LISTED]
     ]
+    threshold_groups, threshold_rows = _threshold_rows(result)
     xids = [
         {
             "host": _text(h["host"]),
@@ -119,6 +185,9 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
             for name, g in sorted(groups.items())
         ],
         "hosts": listed,
+        "gpu_columns": max((len(h["cells"]) for h in listed), default=0),
+        "threshold_groups": threshold_groups,
+        "thresholds": threshold_rows,
         "hosts_more": max(0, len(hosts) - len(listed)),
         "xids": xids[:HOSTS_LISTED],
         "alerts": [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ class InspectOutcome:
     alerts: list[Alert] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
     reports: dict[str, str] = field(default_factory=dict)
+    #: the limits each group was judged by (its first host's: group variables apply per group)
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for h in self.hosts if h.status == status)
@@ -86,6 +88,7 @@ class InspectOutcome:
             "unreachable_hosts": self.unreachable,
             "hosts": [{**h.to_dict(), "group": self.groups[h.host]} for h in self.hosts],
             "alerts": [a.to_dict() for a in self.alerts],
+            "thresholds": dict(self.thresholds),
             "timings_s": dict(self.timings_s),
             "reports": dict(self.reports),
         }
@@ -113,6 +116,8 @@ def inspect(request: InspectRequest) -> InspectOutcome:
         groups={h.name: h.group for h in inv.hosts},
         hosts=[health[h.name] for h in inv.hosts],
     )
+    for h in inv.hosts:
+        outcome.thresholds.setdefault(h.group, asdict(thresholds[h.name]))
     outcome.alerts = _alert(outcome, request, state)
     if request.alert_state:
         _save_state(request.alert_state, outcome)
