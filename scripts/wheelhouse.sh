@@ -14,6 +14,9 @@ mkdir -p "$OUT"
 # Hash-checked: every file must match python/requirements.lock. Dependencies published only as
 # sources (multi-key-dict) are built into wheels here, so the offline side needs no compiler.
 "$PY" -m pip wheel -q --disable-pip-version-check -r python/requirements.lock -w "$OUT"
+# setuptools builds in python/build (its own cache, in this checkout) and never removes what
+# has left the tree since (a renamed inventory would ship twice): build from an empty one.
+rm -rf -- python/build
 "$PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$OUT" ./python
 cp python/requirements.lock "$OUT/requirements.lock"
 version=$("$PY" -c 'import tomllib;print(tomllib.load(open("python/pyproject.toml","rb"))["project"]["version"])')
