@@ -46,7 +46,13 @@ def deps(kube: KubeLab, rlab: RegistryLab, say: Callable[[str], None]) -> releas
 @pytest.fixture
 def target(kube_lab: KubeLab, release_images: Images, tmp_path: Path) -> Target:
     def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
-        return {"staging": environment(ns, name, repo, registry_tag="staging")}
+        # no test here is about readiness; after an apiserver restart kwok may take longer than
+        # the lab's 6 s to report Ready on a loaded machine, so readiness gets a wide window
+        return {
+            "staging": environment(
+                ns, name, repo, registry_tag="staging", rollout={"ready_seconds": 60}
+            )
+        }
 
     return make_target(kube_lab, release_images, tmp_path, "relx", envs=envs)
 
