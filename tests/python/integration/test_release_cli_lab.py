@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,10 @@ def target(kube_lab: KubeLab, release_images: Images, tmp_path: Path) -> Target:
     def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
         plain = {"registry": {"plain_http": True}}
         return {
-            "staging": environment(ns, name, repo, registry_tag="staging", **plain),
+            # a lock that outlives a paused holder (the two-process test pauses one)
+            "staging": environment(
+                ns, name, repo, registry_tag="staging", lock={"lease_seconds": 60}, **plain
+            ),
             "production": environment(
                 ns, name, repo, approval={"approvers": ["release-managers"]}, **plain
             ),
@@ -163,8 +167,12 @@ def test_a_failed_rollout_is_exit_1_with_the_reason_and_the_restore(
 def test_two_processes_releasing_one_target_exactly_one_proceeds(
     target: Target, tmp_path: Path
 ) -> None:
-    runs = []
-    for i, tag in enumerate(("1.1.0", "1.2.0")):
+    """The second process arrives while the first holds the lock, for certain: the first is
+    paused (SIGSTOP, our own child) right after it said it recorded its release under the
+    lock, the second runs to its end, then the first goes on. (Started side by side, the
+    first could finish before the second reached the lock on a loaded machine: CI saw it.)"""
+
+    def start(i: int, tag: str) -> subprocess.Popen[str]:
         d = tmp_path / str(i)
         d.mkdir()
         (d / "p.json").write_text(
@@ -176,22 +184,32 @@ def test_two_processes_releasing_one_target_exactly_one_proceeds(
             "GPUOPS_ERROR_FILE": str(d / "e.json"),
             "KUBECONFIG": str(target.kube.kubeconfig),
         }
-        runs.append(
-            (
-                d,
-                subprocess.Popen(
-                    [GPUOPS, "release", "promote"],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                ),
-            )
+        return subprocess.Popen(
+            [GPUOPS, "release", "promote"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-    codes = sorted(p.wait(300) for _, p in runs)
 
-    assert codes == [0, 3], codes
-    [(loser, _)] = [(d, p) for d, p in runs if p.returncode == 3]
-    error = json.loads((loser / "e.json").read_text())["error"]
+    first = start(0, "1.1.0")
+    assert first.stderr is not None
+    said = []
+    try:
+        for line in first.stderr:
+            said.append(line)
+            if "] release #1: promote" in line:  # "[   0.1s] release #1: ..."
+                first.send_signal(signal.SIGSTOP)
+                break
+        assert first.poll() is None, said
+        second = start(1, "1.2.0")
+        _, second_err = second.communicate(timeout=300)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, rest = first.communicate(timeout=300)
+
+    assert (first.returncode, second.returncode) == (0, 3), (said, rest, second_err)
+    error = json.loads((tmp_path / "1" / "e.json").read_text())["error"]
     assert "is being released by" in error["message"] and "since" in error["message"]
-    assert len(target.history("staging")) == 1
+    assert "(promote 1.1.0 to staging)" in error["message"], error
+    assert [r["tag"] for r in target.history("staging")] == ["1.1.0"]
