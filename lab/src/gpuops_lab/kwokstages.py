@@ -16,10 +16,16 @@ image tag contains                 the pod shows (as kubelet 1.36 would)
 ``-labfault-notready``             Running, containers started, never Ready (a failing probe)
 =================================  ================================================================
 
-Every other pod goes through kwok's own "fast" stages unchanged. The marker is in the tag, so a
-test pushes a real image under such a tag; gpuops resolves it and sets it by digest
-(``repo:tag@sha256:...``) like any other. :func:`write` derives the lab's stages file from the
-one ``scripts/build-kube.sh`` took from the kwok module.
+Every other pod goes through kwok's own "fast" stages, plus one a kubelet has and kwok lacks:
+when kube-controller-manager marks a node's pods not Ready because the node stopped reporting
+(its lease not renewed, as while the lab's API server is down), a kubelet sets them Ready again
+once it reports; kwok leaves them not Ready for ever (kubernetes-sigs/kwok#1464), which no real
+cluster does. ``lab-pod-ready-again`` is that kubelet step: a Running pod whose containers are
+ready but which is not Ready (the node controller's mark) becomes Ready again.
+
+The marker is in the tag, so a test pushes a real image under such a tag; gpuops resolves it
+and sets it by digest (``repo:tag@sha256:...``) like any other. :func:`write` derives the
+lab's stages file from the one ``scripts/build-kube.sh`` took from the kwok module.
 """
 
 from __future__ import annotations
@@ -202,14 +208,51 @@ def fault_stages() -> list[dict[str, Any]]:
     ]
 
 
+def _condition(kind: str) -> str:
+    return f'.status.conditions.[] | select( .type == "{kind}" ) | .status'
+
+
+_READY_AGAIN = """{{ $now := Now }}
+conditions:
+- {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
+{{ range .spec.readinessGates }}
+- {type: {{ .conditionType | Quote }}, status: "True", lastTransitionTime: {{ $now | Quote }}}
+{{ end }}
+"""
+
+
+def ready_again_stage() -> dict[str, Any]:
+    """The kubelet setting a pod Ready again after the node controller marked it not Ready
+    (containers ready, pod not Ready: only the node lifecycle controller leaves that mark)."""
+    return _stage(
+        "lab-pod-ready-again",
+        {
+            "matchExpressions": [
+                {"key": _ANY_FAULT, "operator": "NotIn", "values": ["true"]},
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": _condition("ContainersReady"), "operator": "In", "values": ["True"]},
+                {"key": _condition("Ready"), "operator": "In", "values": ["False"]},
+            ]
+        },
+        _READY_AGAIN,
+        None,
+        delay_ms=1000,
+    )
+
+
 def write(kwok_stages: Path, out: Path) -> Path:
     """kwok's stages from ``kwok_stages`` with ``pod-ready`` leaving marked pods alone, plus
-    :func:`fault_stages`, written to ``out``."""
+    :func:`ready_again_stage` and :func:`fault_stages`, written to ``out``."""
     docs = [d for d in yaml.safe_load_all(kwok_stages.read_text()) if d]
     for doc in docs:
         if doc["metadata"]["name"] == "pod-ready":
             doc["spec"]["selector"]["matchExpressions"].append(
                 {"key": _ANY_FAULT, "operator": "NotIn", "values": ["true"]}
             )
-    out.write_text(yaml.safe_dump_all([*docs, *fault_stages()], sort_keys=False))
+    stages = [*docs, ready_again_stage(), *fault_stages()]
+    out.write_text(yaml.safe_dump_all(stages, sort_keys=False))
     return out

@@ -160,6 +160,46 @@ def test_job_runs_to_completion(kube_lab: KubeLab, namespace: str) -> None:
     assert not st.failed
 
 
+def test_a_pod_the_node_controller_marked_not_ready_is_ready_again(
+    kube_lab: KubeLab, namespace: str
+) -> None:
+    """What a kubelet does once its node reports again after an outage (the API server
+    away, node leases unrenewed): kube-controller-manager marked the node's pods not Ready
+    (Ready False, containers still ready); the kubelet sets them Ready again. kwok alone
+    leaves them not Ready for ever (kubernetes-sigs/kwok#1464); the lab's stage does not."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "serve"},
+        "spec": {"nodeSelector": {"accelerator": "nvidia-l40s"}, "containers": [gpu_container(1)]},
+    }
+    kube_lab.core.create_namespaced_pod(namespace, pod)
+
+    def ready() -> str | None:
+        conds = kube_lab.core.read_namespaced_pod_status("serve", namespace).status.conditions
+        return next((c.status for c in conds or [] if c.type == "Ready"), None)
+
+    wait_until(lambda: ready() == "True", "pod serve Ready", timeout=60)
+    # exactly the node lifecycle controller's mark (MarkPodsNotReady): Ready False, only
+    marked = kube_lab.core.patch_namespaced_pod_status(
+        "serve",
+        namespace,
+        {"status": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    )
+    conds = {c.type: c.status for c in marked.status.conditions}
+    assert conds["Ready"] == "False" and conds["ContainersReady"] == "True", conds
+
+    wait_until(lambda: ready() == "True", "pod serve Ready again", timeout=60)
+    after = kube_lab.core.read_namespaced_pod_status("serve", namespace).status
+    assert after.phase == "Running"
+    assert {c.type: c.status for c in after.conditions} == {
+        "Initialized": "True",
+        "Ready": "True",
+        "ContainersReady": "True",
+        "PodScheduled": "True",
+    }
+
+
 def test_too_many_gpus_gets_real_failed_scheduling(kube_lab: KubeLab, namespace: str) -> None:
     pod = {
         "apiVersion": "v1",
