@@ -103,6 +103,15 @@ def test_preflight_refusals_touch_nothing(nodes_lab: NodesLab, tmp_path: Path) -
         assert not nodes_lab.node(host).spec.unschedulable
 
 
+def _assert_timeline(doc: dict[str, Any]) -> None:
+    """Each batch at its time in the run, one after the other, drawn on the page."""
+    canary, batch = doc["batches"]
+    assert canary["start_s"] >= doc["timings_s"]["preflight"] + doc["timings_s"]["plan"]
+    assert batch["start_s"] >= canary["start_s"] + canary["elapsed_s"] - 0.01
+    page = Path(doc["report"]["page"]).read_text()
+    assert f"canary 0: {H1} (done)" in page and f"batch 1: {H2} (done)" in page
+
+
 def test_h800_group_upgrade_rolls_batch_by_batch(
     nodes_lab: NodesLab, tmp_path: Path, gpu_pod: Any
 ) -> None:
@@ -180,6 +189,7 @@ def test_h800_group_upgrade_rolls_batch_by_batch(
         assert hosts[H2]["cordoned_before"] and not hosts[H2]["uncordoned"]
         assert hosts[H1]["waited_for"] == ["nodes-update-test/trainer"]
         assert all(b["headroom"]["fits"] for b in doc["batches"])
+        _assert_timeline(doc)
         assert Path(doc["artifacts"]["junit"]).read_text().count("<testcase ") == 2
         assert list(
             Path(doc["artifacts"]["folder"], "ansible/artifacts/batch-00/job_events").glob("*.json")

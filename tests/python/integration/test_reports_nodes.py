@@ -156,8 +156,17 @@ def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows
             "gpu-h800-02", "gpu_h800", "gpu-h800-02", batch=1, status=rollout.NOT_STARTED
         ),
     }
+    ro.timings_s = {"preflight": 2.5, "plan": 30.0}
     ro.batches = [
-        BatchRecord(0, rollout.CANARY, ["gpu-h800-01"], status="failed", elapsed_s=12.5),
+        BatchRecord(
+            0,
+            rollout.CANARY,
+            ["gpu-h800-01"],
+            status="failed",
+            start_s=32.5,
+            elapsed_s=12.5,
+            phases_s={"kubernetes_before": 4.0, "ansible": 8.5, "kubernetes_after": 0.0},
+        ),
         BatchRecord(1, rollout.BATCH, ["gpu-h800-02"]),
     ]
     pages.write_rollout(ro.to_dict(), tmp_path)
@@ -168,6 +177,11 @@ def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows
     assert seen.data["host"] == ["gpu-h800-01", "gpu-h800-02"]
     assert seen.data["host-status"] == ["failed", "not-started"]
     assert seen.data["batch-status"] == ["failed", "not-started"]
+    # the timeline (inline SVG under the CSP): every batch named, the unstarted one too
+    timeline = seen.one("timeline")
+    assert "canary 0: gpu-h800-01 (failed)" in timeline
+    assert "batch 1: gpu-h800-02 (not-started)" in timeline
+    assert "change (Ansible)" in timeline
     assert hostile in seen.one("message")  # shown as text, not run
     html = (tmp_path / "node-update.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html

@@ -3,6 +3,7 @@ a result, and that other documents are refused as input (exit 2), never half-ren
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,11 +107,12 @@ def test_each_gpu_cell_takes_its_worst_finding_and_names_its_values() -> None:
     ]
     gpus.append({"index": 3, "lost": True})
     findings = [
-        {"severity": "warning", "message": "GPU 1: 86 C", "gpu": 1},
-        {"severity": "warning", "message": "GPU 2: fan", "gpu": 2},
-        {"severity": "critical", "message": "GPU 2: 3 uncorrected ECC errors", "gpu": 2},
-        {"severity": "warning", "message": "disk 10 % free", "gpu": None},
-    ]
+        {"check": "temperature", "severity": "warning", "message": "GPU 1: 86 C", "gpu": 1},
+        {"check": "fan", "severity": "warning", "message": "GPU 2: fan", "gpu": 2},
+        {"check": "ecc-uncorrected", "severity": "critical", "gpu": 2,
+         "message": "GPU 2: 3 uncorrected ECC errors"},
+        {"check": "disk-free", "severity": "warning", "message": "disk 10 % free", "gpu": None},
+    ]  # fmt: skip
     ctx = pages.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=findings)))
     cells = ctx["hosts"][0]["cells"]
     assert [c["severity"] for c in cells] == ["ok", "warning", "critical", "critical"]
@@ -119,6 +121,36 @@ def test_each_gpu_cell_takes_its_worst_finding_and_names_its_values() -> None:
     assert cells[3]["findings"] == ["lost"] and cells[3]["readings"][0] == "- °C"
     assert ctx["gpu_columns"] == 4
     assert ctx["thresholds"] == []  # a result without limits shows none
+    # a full disk is the host's, not its GPUs': named in the host list, no GPU coloured by it
+    assert ctx["hosts"][0]["wide"] == {"severity": "ok", "findings": []}
+
+
+def test_a_host_wide_gpu_finding_colours_every_gpu_of_the_host() -> None:
+    gpus = [{"index": i, "temperature_c": 40} for i in range(2)]
+    missing = {"check": "gpu-missing", "severity": "critical", "gpu": None,
+               "message": "nvidia-smi lists 2 GPUs, 8 expected"}  # fmt: skip
+    ctx = pages.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=[missing])))
+    [h] = ctx["hosts"]
+    assert [c["severity"] for c in h["cells"]] == ["critical", "critical"]
+    assert h["wide"] == {"severity": "critical", "findings": [missing["message"]]}
+    assert all(c["findings"] == [] for c in h["cells"])  # named once, under the host
+
+
+def test_a_host_waiting_for_its_reboot_is_one_critical_cell_saying_so(tmp_path: Path) -> None:
+    """nvidia-smi fails with the version mismatch: no GPU readings at all, one row cell."""
+    pending = {"check": "reboot-pending", "severity": "critical", "gpu": None,
+               "message": "Driver/library version mismatch: an installed driver waits for a "
+               "reboot: Failed to initialize NVML: Driver/library version mismatch"}  # fmt: skip
+    ok = _host("b", "g", "ok", gpus=[{"index": 0, "temperature_c": 40}])
+    result = _inspect(_host("a", "g", "critical", gpus=[], findings=[pending]), ok)
+    ctx = pages.fleet_context(result)
+    by = {h["host"]: h for h in ctx["hosts"]}
+    assert by["a"]["cells"] == [] and by["a"]["wide"]["severity"] == "critical"
+    assert by["a"]["wide"]["findings"] == [pending["message"]]
+    assert by["b"]["wide"] == {"severity": "ok", "findings": []}
+    html = pages.write_fleet(result, tmp_path).page.read_text()
+    assert 'colspan="1"' in html and "no GPU readings (critical)" in html
+    assert "waits for a reboot" in html
 
 
 def test_thresholds_are_shown_per_group() -> None:
@@ -131,3 +163,35 @@ def test_thresholds_are_shown_per_group() -> None:
         {"name": "fan_warning_pct", "limits": ["95", "90"]},
         {"name": "xid_ignore", "limits": ["none", "13"]},
     ]
+
+
+def test_the_timeline_puts_each_batch_at_its_time_and_names_the_unstarted() -> None:
+    ro = _rollout()
+    ro.check = False
+    ro.timings_s = {"preflight": 2.0, "plan": 10.0}
+    ro.batches = [
+        BatchRecord(0, rollout.CANARY, ["a"], status="done", start_s=12.0,
+                    phases_s={"kubernetes_before": 1.0, "ansible": 5.0, "kubernetes_after": 0.5}),
+        BatchRecord(1, rollout.BATCH, ["b", "c", "d", "e"], status="failed", start_s=18.5,
+                    phases_s={"kubernetes_before": 2.0, "ansible": 3.0}),
+        BatchRecord(2, rollout.BATCH, ["f"]),
+    ]  # fmt: skip
+    rows = pages.timeline_rows(ro.to_dict())
+    assert [r["label"] for r in rows] == [
+        "pre-flight and plan (check mode)",
+        "canary 0: a (done)",
+        "batch 1: b, c, d +1 (failed)",
+        "batch 2: f (not-started)",
+    ]
+    assert [r["start"] for r in rows] == [0.0, 12.0, 18.5, 0.0]
+    assert [r["phases"] for r in rows] == [
+        [12.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 5.0, 0.5],
+        [0.0, 2.0, 3.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0],  # never started: a label, no bar
+    ]
+    chart = pages._timeline_chart(ro.to_dict())
+    assert chart is not None and "batch 2: f (not-started)" in chart.svg
+    assert "<script" not in chart.svg and "style=" not in chart.svg.replace("pg-hidden", "")
+    ro.check = True
+    assert pages._timeline_chart(ro.to_dict()) is None  # a plan has no times to draw

@@ -21,7 +21,19 @@ from gpuops.errors import InvalidInput
 
 UNREACHABLE = "unreachable"
 _RANK = {OK: 0, WARNING: 1, CRITICAL: 2}
-__all__ = ["CRITICAL", "OK", "UNREACHABLE", "WARNING", "Finding", "HostHealth", "Thresholds"]
+#: Host-wide checks that say nothing about the GPUs; every other host-wide finding
+#: (nvidia-smi failing, a reboot pending, a GPU missing, an Xid of an unlisted GPU) does.
+HOST_ONLY_CHECKS = frozenset({"nic-errors", "disk-free"})
+__all__ = [
+    "CRITICAL",
+    "HOST_ONLY_CHECKS",
+    "OK",
+    "UNREACHABLE",
+    "WARNING",
+    "Finding",
+    "HostHealth",
+    "Thresholds",
+]
 
 
 @dataclass(frozen=True)

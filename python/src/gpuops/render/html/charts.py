@@ -34,7 +34,7 @@ class Chart:
     css: str
 
 
-def style() -> Any:
+def style(colors: tuple[str, ...] = COLOURS) -> Any:
     from pygal.style import Style  # noqa: PLC0415 - reports only
 
     return Style(
@@ -44,7 +44,7 @@ def style() -> Any:
         foreground_strong="#111",
         foreground_subtle="#777",
         font_family="DejaVu Sans, Arial, sans-serif",
-        colors=COLOURS,
+        colors=colors,
         title_font_size=14,
         label_font_size=11,
         major_label_font_size=11,

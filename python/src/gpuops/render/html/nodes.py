@@ -14,11 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuops.core.gpuhealth import HOST_ONLY_CHECKS
 from gpuops.errors import InvalidInput
-from gpuops.render.html import page
+from gpuops.render.html import charts, page
 
 #: Hosts listed by name at most (the rest are counted; the JSON has them all).
 HOSTS_LISTED = 200
+#: Batches drawn on the timeline at most (the table lists them all).
+BATCHES_DRAWN = 60
 _STATUS_ORDER = {"critical": 0, "unreachable": 1, "warning": 2, "ok": 3}
 _UPDATE_ORDER = {"failed": 0, "not-started": 1, "changed": 2, "planned": 3, "unchanged": 4}
 
@@ -61,7 +64,7 @@ def _gpu_temp(h: Mapping[str, Any]) -> str:
     return f"{max(temps)}" if temps else "-"
 
 
-#: A cell's colour: the worst finding of that GPU (a host-wide finding colours the host's name).
+#: A cell's colour: the worst finding of that GPU or of its host (reboot pending colours them all).
 _SEVERITY_ORDER = ("critical", "warning", "ok")
 
 
@@ -69,20 +72,52 @@ def _num(value: Any) -> str:
     return "-" if value is None or isinstance(value, bool) else str(value)
 
 
-def _gpu_cells(h: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One cell per GPU: its worst finding, its values, and every finding on it."""
+def _findings_by_gpu(h: Mapping[str, Any]) -> dict[Any, list[Mapping[str, Any]]]:
+    """The host's findings by GPU index; host-wide ones (reboot pending, nvidia-smi failing,
+    a GPU missing) under None."""
     found: dict[Any, list[Mapping[str, Any]]] = {}
     for f in _list(h.get("findings")):
         if isinstance(f, Mapping) and "message" in f:
             found.setdefault(f.get("gpu"), []).append(f)
+    return found
+
+
+def _worst_of(findings: Sequence[Mapping[str, Any]]) -> str:
+    severities = {_text(f.get("severity")) for f in findings}
+    return next((s for s in _SEVERITY_ORDER if s in severities), "ok")
+
+
+def _gpu_wide(h: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The host-wide findings about its GPUs (not its disks or NICs)."""
+    return [f for f in _findings_by_gpu(h).get(None, []) if f.get("check") not in HOST_ONLY_CHECKS]
+
+
+def _host_wide(h: Mapping[str, Any]) -> dict[str, Any]:
+    """What colours a whole grid row: the host-wide findings about its GPUs, named under the
+    host; a host without GPU readings (unreachable, nvidia-smi failing) is its own status."""
+    wide = _gpu_wide(h)
+    worst = _worst_of(wide)
+    status = _text(h.get("status"))
+    if not _list(h.get("gpus")):
+        worst = {"unreachable": "critical", "critical": "critical"}.get(status, worst)
+    messages = [_text(f["message"]) for f in wide]
+    if not messages and status == "unreachable":
+        messages = [_text(h.get("error")) or "unreachable"]
+    return {"severity": worst, "findings": messages}
+
+
+def _gpu_cells(h: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One cell per GPU: its worst finding (host-wide ones about GPUs included), its values,
+    and every finding on it."""
+    found = _findings_by_gpu(h)
+    wide = _gpu_wide(h)
     cells = []
     for i, g in enumerate(_list(h.get("gpus"))):
         if not isinstance(g, Mapping):
             continue
         index = g.get("index", i)
         mine = found.get(index, [])
-        severities = {_text(f.get("severity")) for f in mine}
-        worst = next((s for s in _SEVERITY_ORDER if s in severities), "ok")
+        worst = _worst_of([*mine, *wide])
         if g.get("lost"):
             worst = "critical"
         ecc: Mapping[str, Any] = g["ecc"] if isinstance(g.get("ecc"), Mapping) else {}
@@ -159,6 +194,7 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
                 if isinstance(f, Mapping) and "message" in f
             ],
             "cells": _gpu_cells(h),
+            "wide": _host_wide(h),
         }
         for h in ranked[:HOSTS_LISTED]
     ]
@@ -273,7 +309,9 @@ def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(b.get("headroom"), Mapping)
             else "",
             "phases": ", ".join(
-                f"{k} {v}s" for k, v in (b.get("phases_s") or {}).items() if v is not None
+                f"{_PHASE_NAMES.get(k, k)} {v} s"
+                for k, v in (b.get("phases_s") or {}).items()
+                if v is not None
             )
             if isinstance(b.get("phases_s"), Mapping)
             else "",
@@ -305,5 +343,93 @@ def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The timeline's phases: (series, where its seconds are, colour). The first series is the
+#: gap before a row starts (drawn transparent), so each bar sits at its time in the run.
+_PHASES = (
+    ("pre-flight and plan", "#c9c9c9"),
+    ("drain (headroom gate, cordon, wait)", "#f28e2b"),
+    ("change (Ansible)", "#3b6fb6"),
+    ("verify and uncordon", "#59a14f"),
+)
+_BATCH_PHASES = ("kubernetes_before", "ansible", "kubernetes_after")
+_PHASE_NAMES = dict(zip(_BATCH_PHASES, ("drain", "change", "verify"), strict=True))
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def timeline_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The timeline's rows, first to last: pre-flight and plan, then each batch at its start
+    time with where its seconds went (a batch never started has no bar, only its label)."""
+    timings = _mapping(result.get("timings_s"))
+    preflight, plan = _number(timings.get("preflight")), _number(timings.get("plan"))
+    rows = [
+        {
+            "label": "pre-flight and plan (check mode)",
+            "start": 0.0,
+            "phases": [preflight + plan, 0.0, 0.0, 0.0],
+        }
+    ]
+    for b in _list(result.get("batches"))[:BATCHES_DRAWN]:
+        if not isinstance(b, Mapping):
+            continue
+        hosts = _list(b.get("hosts"))
+        names = ", ".join(_text(h) for h in hosts[:3]) + (
+            f" +{len(hosts) - 3}" if len(hosts) > 3 else ""
+        )
+        label = (
+            f"{_text(b.get('kind'))} {_text(b.get('index'))}: {names} ({_text(b.get('status'))})"
+        )
+        phases = _mapping(b.get("phases_s"))
+        started = b.get("start_s")
+        rows.append(
+            {
+                "label": label,
+                "start": _number(started),
+                "phases": [0.0, *(_number(phases.get(k)) for k in _BATCH_PHASES)]
+                if started is not None
+                else [0.0, 0.0, 0.0, 0.0],
+            }
+        )
+    return rows
+
+
+def _timeline_chart(result: Mapping[str, Any]) -> charts.Chart | None:
+    """Batches as a timeline (pygal horizontal stacked bars; the first, invisible, series is
+    each row's start): canary first, where each batch's time went, batches never started."""
+    import pygal  # noqa: PLC0415 - reports only
+
+    if result.get("check") or not _list(result.get("batches")):
+        return None
+    rows = timeline_rows(result)
+    chart = pygal.HorizontalStackedBar(
+        **charts.config(
+            width=900,
+            height=140 + 30 * len(rows),
+            title="Where the time went: the rollout, batch by batch",
+            x_title="seconds since the run started",
+            print_values=False,
+            style=charts.style(("transparent", *(colour for _, colour in _PHASES))),
+            truncate_label=60,
+            legend_at_bottom_columns=2,
+        )
+    )
+    ordered = list(reversed(rows))  # pygal draws the first label at the bottom
+    chart.x_labels = [r["label"] for r in ordered]
+    chart.add(None, [r["start"] or None for r in ordered])  # no legend entry
+    for i, (name, _) in enumerate(_PHASES):
+        chart.add(name, [r["phases"][i] or None for r in ordered])
+    return charts.finish(chart, "timeline")
+
+
 def write_rollout(result: Mapping[str, Any], out_dir: Path) -> page.Written:
-    return page.write(out_dir, "node-update", "node-update.html.j2", rollout_context(result), [])
+    context = rollout_context(result)
+    timeline = _timeline_chart(result)
+    return page.write(
+        out_dir, "node-update", "node-update.html.j2", context, [timeline] if timeline else []
+    )

@@ -44,6 +44,7 @@ class BatchRecord:
     status: str = "not-started"  # done, failed, refused, not-started
     started_at: str | None = None
     finished_at: str | None = None
+    start_s: float | None = None  # seconds after the run started (the timeline's x)
     elapsed_s: float = 0.0
     headroom: dict[str, Any] | None = None
     ansible: dict[str, Any] | None = None

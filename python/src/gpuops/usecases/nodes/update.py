@@ -92,7 +92,7 @@ def update(
         ro.timings_s.update(preflight=round(pre - started, 3), plan=round(planned - pre, 3))
         if not request.check and not ro.failed:
             guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
-            _run(ro, inv, request, guard, folder, say)
+            _run(ro, inv, request, guard, folder, say, started)
         ro.timings_s["total"] = round(time.monotonic() - started, 3)
         ro.finished_at = common.now()
     finally:
@@ -193,6 +193,7 @@ def _run(
     guard: Guard | None,
     folder: Path,
     say: common.Say,
+    started: float,
 ) -> None:
     failed = 0
     total = len(ro.batches)
@@ -208,6 +209,7 @@ def _run(
             continue
         b.started_at = common.now()
         t0 = time.monotonic()
+        b.start_s = round(t0 - started, 3)
         records = [ro.hosts[h] for h in b.hosts]
         if guard is not None and any(r.node for r in records):
             verdict = guard.headroom(records)
