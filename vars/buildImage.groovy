@@ -19,15 +19,9 @@ import org.gpuops.StepParams
 @Field final Map TYPES = [registryCredentialsId: 'string', archiveRecord: 'boolean', setDescription: 'boolean']
 
 Map call(Map config = [:]) {
-    Map params
-    try {
-        params = StepParams.split(DEFAULTS, TYPES,
-            StepParams.options(libraryResource(StepParams.RESOURCE), COMMAND), config)
-    } catch (IllegalArgumentException e) {
-        error("[${STEP_NAME}] ${e.message} (invalid-input)")
-    }
+    Map params = StepParams.prepare(this, config)
     Map step = params.step
-    Map cli = [build_number: env.BUILD_NUMBER, git_revision: env.GIT_COMMIT, link: env.BUILD_URL,
+    Map cli = [build_number: env.BUILD_NUMBER, git_revision: env.GIT_COMMIT,
                record_file: RECORD_FILE].findAll { it.value } + params.cli
     if (step.archiveRecord && cli.record_file.startsWith('/')) {
         error("[${STEP_NAME}] recordFile: '${cli.record_file}' must be relative to the workspace " +

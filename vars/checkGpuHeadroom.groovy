@@ -1,5 +1,4 @@
 import groovy.transform.Field
-import org.gpuops.CliContract
 import org.gpuops.StepParams
 
 // checkGpuHeadroom: does a workload shape fit on the cluster's free GPUs right now?
@@ -23,18 +22,9 @@ import org.gpuops.StepParams
 ]
 
 Map call(Map config = [:]) {
-    Map params
-    try {
-        params = StepParams.split(DEFAULTS, TYPES,
-            StepParams.options(libraryResource(StepParams.RESOURCE), COMMAND), config)
-    } catch (IllegalArgumentException e) {
-        error("[${STEP_NAME}] ${e.message} (invalid-input)")
-    }
+    Map params = StepParams.prepare(this, config)
     Map step = params.step
     Map cli = params.cli
-    if (env.BUILD_URL && !cli.containsKey('link')) {
-        cli.link = env.BUILD_URL
-    }
     List credentials = []
     if (step.kubeconfigCredentialsId) {
         credentials.add([type: 'file', id: step.kubeconfigCredentialsId, variable: 'KUBECONFIG'])
@@ -46,13 +36,6 @@ Map call(Map config = [:]) {
     Map report = step.report ? [dir: "gpuops-reports/${STEP_NAME}", page: 'capacity.html', title: 'GPU capacity'] : [:]
     Map outcome = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials,
                              allowCategories: ['gate-refused'], report: report)
-    if (!outcome.ok) {
-        String text = CliContract.errorText(STEP_NAME, outcome.error)
-        if (step.onShortage == 'unstable') {
-            unstable(text)
-        } else {
-            error(text)
-        }
-    }
+    StepParams.settle(this, STEP_NAME, outcome, step.onShortage)
     return outcome.result
 }

@@ -1,5 +1,4 @@
 import groovy.transform.Field
-import org.gpuops.CliContract
 import org.gpuops.NodeSteps
 import org.gpuops.StepParams
 
@@ -22,54 +21,15 @@ import org.gpuops.StepParams
 ]
 
 Map call(Map config = [:]) {
-    Map params
-    try {
-        params = StepParams.split(DEFAULTS, TYPES,
-            StepParams.options(libraryResource(StepParams.RESOURCE), COMMAND), config)
-    } catch (IllegalArgumentException e) {
-        error("[${STEP_NAME}] ${e.message} (invalid-input)")
-    }
+    Map params = StepParams.prepare(this, config)
     Map step = params.step
     Map cli = params.cli
-    cli.report_dir = NodeSteps.reportDir(cli.report_dir, STEP_NAME, env.BUILD_NUMBER)
-    if (env.BUILD_URL && !cli.containsKey('link')) {
-        cli.link = env.BUILD_URL
-    }
     List credentials = NodeSteps.credentials(step.sshCredentialsId, null)
     if (step.webhookCredentialsId) {
         credentials.add([type: 'string', id: step.webhookCredentialsId,
                          variable: cli.webhook_url_env ?: 'GPUOPS_WEBHOOK_URL'])
     }
-    Map outcome = [:]
-    lock(resource: NodeSteps.lockName(cli.inventory)) {
-        outcome = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials,
-                             allowCategories: ['gate-refused', 'unreachable'])
-    }
-    archiveArtifacts(artifacts: "${cli.report_dir}/**", allowEmptyArchive: true)
-    junit(testResults: "${cli.report_dir}/*-junit.xml", allowEmptyResults: true)
-    publishPage(cli.report_dir.toString(), 'fleet.html', 'GPU fleet health')
-    if (!outcome.ok) {
-        String text = CliContract.errorText(STEP_NAME, outcome.error)
-        if (step.onCritical == 'unstable') {
-            unstable(text)
-        } else {
-            error(text)
-        }
-    }
-    return outcome.result
-}
-
-// Shows the HTML page on the build page where the HTML Publisher plugin is installed (the
-// folder is archived above either way).
-void publishPage(String dir, String page, String title) {
-    if (!fileExists("${dir}/${page}")) {
-        return
-    }
-    try {
-        publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
-                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
-    } catch (NoSuchMethodError e) {
-        echo("[${STEP_NAME}] ${title}: archived as ${dir}/${page} " +
-             '(install the HTML Publisher plugin to see it on the build page)')
-    }
+    return NodeSteps.run(this, cli,
+        [folder: 'report_dir', page: 'fleet.html', title: 'GPU fleet health', credentials: credentials,
+         allow: ['gate-refused', 'unreachable'], mode: step.onCritical])
 }

@@ -1,6 +1,5 @@
 import groovy.transform.Field
 import org.gpuops.ReleaseFlow
-import org.gpuops.StepParams
 
 // rollbackRelease: go back to an earlier release of an environment, from its history (S-20):
 // `to: 'previous'` or a tag; the recorded digest and model version, no rebuild. The same flow as
@@ -13,20 +12,5 @@ import org.gpuops.StepParams
 @Field final Map TYPES = ReleaseFlow.TYPES
 
 Map call(Map config = [:]) {
-    Map params
-    try {
-        params = StepParams.split(DEFAULTS, TYPES,
-            StepParams.options(libraryResource(StepParams.RESOURCE), COMMAND), config)
-    } catch (IllegalArgumentException e) {
-        error("[${STEP_NAME}] ${e.message} (invalid-input)")
-    }
-    Map step = params.step
-    Map cli = params.cli
-    if (env.BUILD_URL && !cli.containsKey('link')) {
-        cli.link = env.BUILD_URL
-    }
-    List credentials = ReleaseFlow.credentials(step)
-    return ReleaseFlow.run(this, STEP_NAME, step, cli) { Map values ->
-        gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: values, credentials: credentials).result
-    }
+    return ReleaseFlow.step(this, config)
 }

@@ -1,5 +1,4 @@
 import groovy.transform.Field
-import org.gpuops.CliContract
 import org.gpuops.NodeSteps
 import org.gpuops.StepParams
 
@@ -21,47 +20,10 @@ import org.gpuops.StepParams
 ]
 
 Map call(Map config = [:]) {
-    Map params
-    try {
-        params = StepParams.split(DEFAULTS, TYPES,
-            StepParams.options(libraryResource(StepParams.RESOURCE), COMMAND), config)
-    } catch (IllegalArgumentException e) {
-        error("[${STEP_NAME}] ${e.message} (invalid-input)")
-    }
+    Map params = StepParams.prepare(this, config)
     Map step = params.step
-    Map cli = params.cli
-    cli.artifacts_dir = NodeSteps.reportDir(cli.artifacts_dir, STEP_NAME, env.BUILD_NUMBER)
     List credentials = NodeSteps.credentials(step.sshCredentialsId, step.kubeconfigCredentialsId)
-    Map outcome = [:]
-    lock(resource: NodeSteps.lockName(cli.inventory)) {
-        outcome = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials,
-                             allowCategories: ['failed', 'gate-refused'])
-    }
-    archiveArtifacts(artifacts: "${cli.artifacts_dir}/**", allowEmptyArchive: true)
-    junit(testResults: "${cli.artifacts_dir}/*-junit.xml", allowEmptyResults: true)
-    publishPage(cli.artifacts_dir.toString(), 'node-update.html', 'GPU node update')
-    if (!outcome.ok) {
-        String text = CliContract.errorText(STEP_NAME, outcome.error)
-        if (step.onFailure == 'unstable') {
-            unstable(text)
-        } else {
-            error(text)
-        }
-    }
-    return outcome.result
-}
-
-// Shows the HTML page on the build page where the HTML Publisher plugin is installed (the
-// folder is archived above either way).
-void publishPage(String dir, String page, String title) {
-    if (!fileExists("${dir}/${page}")) {
-        return
-    }
-    try {
-        publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
-                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
-    } catch (NoSuchMethodError e) {
-        echo("[${STEP_NAME}] ${title}: archived as ${dir}/${page} " +
-             '(install the HTML Publisher plugin to see it on the build page)')
-    }
+    return NodeSteps.run(this, params.cli,
+        [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
+         allow: ['failed', 'gate-refused'], mode: step.onFailure])
 }

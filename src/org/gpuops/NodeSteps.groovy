@@ -41,4 +41,43 @@ class NodeSteps implements Serializable {
         return (chosen ?: "gpuops-artifacts/${stepName}-${buildNumber ?: 'local'}").toString()
     }
 
+    /**
+     * One node step's call: inside the inventory's lock, gpuopsExec with the SSH key bound;
+     * then the artifacts folder archived, its JUnit report published, its page shown where the
+     * HTML Publisher plugin is installed, and the outcome settled by `mode` (fail, unstable).
+     * `folder` is the CLI option naming the artifacts folder (artifacts_dir, report_dir); the
+     * step is the script of its vars/ file (STEP_NAME, COMMAND).
+     */
+    static Map run(Object script, Map cli, Map spec) {
+        String stepName = script.STEP_NAME
+        List command = script.COMMAND
+        String dir = reportDir(cli.get(spec.folder), stepName, script.env.BUILD_NUMBER)
+        cli.put(spec.folder, dir)
+        Map outcome = [:]
+        script.lock(resource: lockName(cli.inventory)) {
+            outcome = script.gpuopsExec(stepName: stepName, command: command, params: cli,
+                                        credentials: spec.credentials, allowCategories: spec.allow)
+        }
+        script.archiveArtifacts(artifacts: "${dir}/**", allowEmptyArchive: true)
+        script.junit(testResults: "${dir}/*-junit.xml", allowEmptyResults: true)
+        publishPage(script, stepName, dir, spec.page as String, spec.title as String)
+        StepParams.settle(script, stepName, outcome, spec.mode as String)
+        return outcome.result
+    }
+
+    /** Shows the page on the build page where the HTML Publisher plugin is installed (the
+     * folder is archived either way). */
+    static void publishPage(Object script, String stepName, String dir, String page, String title) {
+        if (!script.fileExists("${dir}/${page}")) {
+            return
+        }
+        try {
+            script.publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
+                                        keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
+        } catch (NoSuchMethodError e) {
+            script.echo("[${stepName}] ${title}: archived as ${dir}/${page} " +
+                        '(install the HTML Publisher plugin to see it on the build page)')
+        }
+    }
+
 }

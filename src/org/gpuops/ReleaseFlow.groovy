@@ -41,6 +41,18 @@ class ReleaseFlow implements Serializable {
         return bindings
     }
 
+    /** A release step (promoteTag, rollbackRelease: a vars/ script with STEP_NAME, COMMAND and
+     * this class's DEFAULTS and TYPES): its parameters, then run() with gpuopsExec. */
+    static Map step(Object script, Map config) {
+        Map params = StepParams.prepare(script, config)
+        List credentials = credentials(params.step)
+        String stepName = script.STEP_NAME
+        List command = script.COMMAND
+        return run(script, stepName, params.step, params.cli) { Map values ->
+            script.gpuopsExec(stepName: stepName, command: command, params: values, credentials: credentials).result
+        }
+    }
+
     /** Plans, asks for the approval when the environment needs one, and releases under the lock. */
     static Map run(Object script, String stepName, Map step, Map cli, Closure exec) {
         if (cli.containsKey('approved_by')) {

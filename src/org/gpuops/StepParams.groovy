@@ -44,6 +44,44 @@ class StepParams implements Serializable {
     }
 
     /**
+     * A step's parameters, ready to send: its config split (below) against the options of its
+     * command, and the build's URL as the CLI's `link` where the command takes one and the user
+     * gave none. A bad parameter fails the build: `[step] <what is wrong> (invalid-input)`.
+     * The step is the script of a vars/ file with its @Field STEP_NAME, COMMAND, DEFAULTS and
+     * TYPES. Returns [step: <the step's own parameters>, cli: <snake_case CLI parameters>].
+     */
+    static Map prepare(Object step, Map config) {
+        List<Map> known = options(step.libraryResource(RESOURCE) as String, step.COMMAND as List)
+        Map params = [:]
+        try {
+            params = split(step.DEFAULTS as Map, step.TYPES as Map, known, config)
+        } catch (IllegalArgumentException e) {
+            step.error("[${step.STEP_NAME}] ${e.message} (invalid-input)")
+        }
+        String url = step.env.BUILD_URL
+        if (url && known.any { it.name == 'link' } && !params.cli.containsKey('link')) {
+            params.cli.link = url
+        }
+        return params
+    }
+
+    /**
+     * Ends a step whose CLI call was refused or failed in a way the step allows: the build
+     * becomes UNSTABLE (`mode` 'unstable') or fails with the CLI's message and hint.
+     */
+    static void settle(Object script, String stepName, Map outcome, String mode) {
+        if (outcome.ok) {
+            return
+        }
+        String text = CliContract.errorText(stepName, outcome.error as Map)
+        if (mode == 'unstable') {
+            script.unstable(text)
+        } else {
+            script.error(text)
+        }
+    }
+
+    /**
      * Splits a step's config into its own Jenkins parameters (resolved against `defaults`
      * and `types` by StepConfig) and the CLI parameters the user set (snake_case keys, plain
      * JSON values). Throws IllegalArgumentException naming the parameter for an unknown key,

@@ -103,14 +103,30 @@ class StepConventionsTest extends GpuOpsPipelineTest {
         }
     }
 
+    /** The library's step runners: each calls gpuopsExec (checked below with the src/ classes). */
+    static final Map<String, String> RUNNERS = ['NodeSteps.run(': 'NodeSteps', 'ReleaseFlow.step(': 'ReleaseFlow']
+
     @Test
     void stepsRunTheCliOnlyThroughGpuopsExec() {
+        List<String> shellish = ['sh(', 'sh ', 'bat(', 'powershell(', 'withCredentials(', 'readFile(', 'writeFile(']
         (steps() - 'gpuopsExec').each { String step ->
             String code = new File(VARS, "${step}.groovy").text
-            assertTrue("vars/${step}.groovy must call gpuopsExec", code.contains('gpuopsExec('))
-            ['sh(', 'sh ', 'bat(', 'powershell(', 'withCredentials(', 'readFile(', 'writeFile('].each { String call ->
+            assertTrue("vars/${step}.groovy must call gpuopsExec (or a runner: ${RUNNERS.keySet().join(' ')})",
+                code.contains('gpuopsExec(') || RUNNERS.keySet().any { code.contains(it) })
+            shellish.each { String call ->
                 assertFalse("vars/${step}.groovy must not use ${call.trim()}: gpuopsExec does that",
-                    (code =~ /(?m)^[^\/]*\b${java.util.regex.Pattern.quote(call)}/).find())
+                    (code =~ /(?m)^[^\/*]*\b${java.util.regex.Pattern.quote(call)}/).find())
+            }
+        }
+        RUNNERS.values().each { String runner ->
+            String code = new File(REPO_ROOT, "src/org/gpuops/${runner}.groovy").text
+            assertTrue("src/org/gpuops/${runner}.groovy must run the CLI through script.gpuopsExec",
+                code.contains('script.gpuopsExec('))
+        }
+        new File(REPO_ROOT, 'src/org/gpuops').listFiles().findAll { it.name.endsWith('.groovy') }.each { File f ->
+            shellish.each { String call ->
+                assertFalse("src/org/gpuops/${f.name} must not use ${call.trim()}: gpuopsExec does that",
+                    (f.text =~ /(?m)^[^\/*]*\b${java.util.regex.Pattern.quote(call)}/).find())
             }
         }
     }
