@@ -117,17 +117,21 @@ class Registry(Connection):
     def _manifest_path(repo: str, reference: str) -> str:
         return f"/v2/{repo}/manifests/{quote(reference, safe=':')}"
 
-    def get_manifest(self, repo: str, reference: str) -> Manifest:
-        """The manifest as stored (never converted); its digest checked against its bytes."""
-        what = f"get manifest {repo}:{reference}"
-        resp = self.request(
-            "GET",
+    def _read_manifest(self, method: str, repo: str, reference: str, what: str) -> Response:
+        """GET or HEAD a manifest, accepting every manifest type we copy (pull scope)."""
+        return self.request(
+            method,
             self._manifest_path(repo, reference),
             what=what,
             kind="manifest",
             scope=f"repository:{repo}:pull",
             headers={"Accept": ACCEPT},
         )
+
+    def get_manifest(self, repo: str, reference: str) -> Manifest:
+        """The manifest as stored (never converted); its digest checked against its bytes."""
+        what = f"get manifest {repo}:{reference}"
+        resp = self._read_manifest("GET", repo, reference, what)
         if resp.status == 404:
             raise ManifestUnknown(f"{self.host}/{repo}: {reference} does not exist")
         if resp.status != 200:
@@ -150,14 +154,7 @@ class Registry(Connection):
     def head_manifest(self, repo: str, reference: str) -> str | None:
         """The digest ``reference`` resolves to, or None when it does not exist."""
         what = f"resolve {repo}:{reference}"
-        resp = self.request(
-            "HEAD",
-            self._manifest_path(repo, reference),
-            what=what,
-            kind="manifest",
-            scope=f"repository:{repo}:pull",
-            headers={"Accept": ACCEPT},
-        )
+        resp = self._read_manifest("HEAD", repo, reference, what)
         if resp.status == 404:
             return None
         if resp.status != 200:

@@ -7,24 +7,10 @@ from __future__ import annotations
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options
+from gpuops.cli.common import cluster_options, env_name, http_url
 from gpuops.cli.types import Text
 from gpuops.core.releaseconfig import DEFAULT_FILE
-from gpuops.core.values import shown
-from gpuops.errors import InvalidInput
 from gpuops.usecases.cluster import Cluster
-
-
-def _url(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
-    return value
-
-
-def _env_name(value: str) -> str:
-    if not value.replace("_", "A").isalnum() or not value[:1].isalpha() or not value.isascii():
-        raise InvalidInput(f"{shown(value)} is not an environment variable name")
-    return value
 
 
 @click.group(cls=GpuOpsGroup)
@@ -45,7 +31,7 @@ def jenkins() -> None:
     "--url",
     required=True,
     envvar="JENKINS_URL",
-    type=Text("url", _url),
+    type=Text("url", http_url),
     help="The Jenkins controller [env: JENKINS_URL].",
 )
 @click.option(
@@ -58,7 +44,7 @@ def jenkins() -> None:
     "--token-env",
     default="GPUOPS_JENKINS_TOKEN",
     show_default=True,
-    type=Text("env", _env_name),
+    type=Text("env", env_name),
     help="Environment variable holding the user's API token (never an argument).",
 )
 @click.option("--check", is_flag=True, help="Print what would change (a diff); change nothing.")

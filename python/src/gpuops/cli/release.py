@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, pass_runtime
-from gpuops.cli.common import cluster_options, report_dir_option, write_report
+from gpuops.cli.common import cluster_options, http_url, report_dir_option, write_report
 from gpuops.cli.types import Integer, Text
 from gpuops.core.imageref import check_git_revision, check_tag
 from gpuops.core.kubeinput import dns_label
@@ -31,12 +31,6 @@ _PERSON = re.compile(r"[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,99}")
 def _person(value: str) -> str:
     if not _PERSON.fullmatch(value):
         raise InvalidInput(f"{shown(value)} is not a user name (letters, digits, '_.@+-', spaces)")
-    return value
-
-
-def _link(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
@@ -69,7 +63,7 @@ def _who_options(f: F) -> F:
             ("--reason", "text", None, "Why: recorded in the history and the change cause."),
             ("--approved-by", "user", _person, "Who approved (required where approval is)."),
             ("--requested-by", "user", _person, "Who asked for the release."),
-            ("--link", "url", _link, "A URL recorded with the release, e.g. the CI build."),
+            ("--link", "url", http_url, "A URL recorded with the release, e.g. the CI build."),
         ]
     ):
         f = click.option(name, type=Text(kind, check), help=text)(f)
