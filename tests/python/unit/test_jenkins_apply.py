@@ -218,6 +218,20 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
         "APP_ENV": ["production"],
         "ROLLBACK_TO": ["previous", "1.4.0", "1.3.0"],
     }
+    release = ET.fromstring(jenkins.stored["ai/infer-release"].split("\n", 1)[1])  # noqa: S314
+    assert {
+        p.findtext("name"): [s.text for s in p.iter("string")]
+        for p in release.iter("hudson.model.ChoiceParameterDefinition")
+    } == {
+        "APP_JOB": ["release"],
+        "APP_ENV": ["production", "staging"],
+        "APP_NODE_CHANGE": ["none", "driver", "node-init", "all"],  # S-24, first: none
+    }
+    assert [p.findtext("name") for p in release.iter("hudson.model.StringParameterDefinition")] == [
+        "APP_IMAGE_TAG",
+        "APP_MODEL_VERSION",
+        "APP_NODE_LIMIT",
+    ]
     assert rollback.findtext("definition/scriptPath") == "Jenkinsfile.example"
     assert (
         rollback.findtext(

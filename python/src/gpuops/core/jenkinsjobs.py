@@ -6,7 +6,8 @@ credentials, path). From it and the environments come three kinds of Pipeline jo
 the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
 
 * ``<name>-build``: builds and pushes the image (no parameters of its own);
-* ``<name>-release``: ``APP_IMAGE_TAG``, ``APP_ENV`` (the environments), ``APP_MODEL_VERSION``;
+* ``<name>-release``: ``APP_IMAGE_TAG``, ``APP_ENV`` (the environments), ``APP_MODEL_VERSION``,
+  ``APP_NODE_CHANGE`` and ``APP_NODE_LIMIT`` (the node change of the version, S-24);
 * ``<name>-rollback-<environment>``, one per environment: ``ROLLBACK_TO``, whose choices are
   ``previous`` and the tags of that environment's real release history, newest first, and
   ``ROLLBACK_REASON``.
@@ -112,6 +113,10 @@ def parse(doc: Any, source: str) -> JobsConfig:
     )
 
 
+#: APP_NODE_CHANGE's choices: none, then ``gpuops nodes update --change``'s.
+NODE_CHANGES = ("none", "driver", "node-init", "all")
+
+
 def _kind(kind: str) -> Parameter:
     return Parameter(
         "choice",
@@ -147,6 +152,19 @@ def jobs(
                     "string",
                     "APP_MODEL_VERSION",
                     "Model version to release with it (S-22); empty: unchanged.",
+                ),
+                Parameter(
+                    "choice",
+                    "APP_NODE_CHANGE",
+                    "The node change that goes with this version, in this build (S-24): none, "
+                    "the NVIDIA driver, node initialisation, or all (gpuops nodes update).",
+                    NODE_CHANGES,
+                ),
+                Parameter(
+                    "string",
+                    "APP_NODE_LIMIT",
+                    "Hosts of the node change: an inventory group or pattern (e.g. gpu_h800); "
+                    "empty: every GPU node of the environment's inventory.",
                 ),
             ),
         ),

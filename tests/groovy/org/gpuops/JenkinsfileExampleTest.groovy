@@ -124,8 +124,8 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
             Map built = build('infer-build', number, [APP_JOB: 'build'])
             assertEquals(built.error, 'SUCCESS', built.result)
         }
-        assertEquals(['Unit tests', 'Image', 'Build', 'GPU headroom', 'Release', 'Rollback'],
-            shim.stageLog.takeRight(6)*.stage)
+        assertEquals(['Unit tests', 'Image', 'Build', 'Node change', 'GPU headroom', 'Release', 'Rollback'],
+            shim.stageLog.takeRight(7)*.stage)
 
         Map staging = build('infer-release', 51, [APP_JOB: 'release', APP_ENV: 'staging', APP_IMAGE_TAG: '41'])
         assertEquals(staging.error, 'SUCCESS', staging.result)
