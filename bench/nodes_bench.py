@@ -29,7 +29,8 @@ per batch Kubernetes / Ansible, per task across hosts: download, install, reboot
   .venv/bin/python bench/nodes_bench.py --update        # and the rolling update
   .venv/bin/python bench/nodes_bench.py --hosts 20 --repeat 3
 
-The lab is started in ``--lab-dir`` (default /tmp/gl-bench-nodes) and taken down at the end.
+The lab is started in ``--lab-dir`` (default a fresh /tmp/gnb-<pid>: a lab folder is never
+reused unless it is one) and taken down at the end.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--update", action="store_true", help="also time a rolling driver update")
-    ap.add_argument("--lab-dir", default="/tmp/gl-bench-nodes")
+    ap.add_argument("--lab-dir", default=f"/tmp/gnb-{os.getpid()}")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     from gpuops_lab import Lab, LabConfig
@@ -337,7 +338,10 @@ def main() -> int:
         if args.update:
             out["update"] = update_bench(lab, args, folder)
     finally:
-        lab.down()
+        try:
+            lab.down()
+        except Exception as exc:  # said; the first error is the one to see
+            print(f"[bench] lab down in {args.lab_dir}: {exc}", file=sys.stderr)
         shutil.rmtree(folder, ignore_errors=True)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(out, indent=2, default=str))
