@@ -185,3 +185,37 @@ def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows
     assert hostile in seen.one("message")  # shown as text, not run
     html = (tmp_path / "node-update.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_an_empty_fleet_and_a_host_waiting_for_its_reboot(tmp_path: Path) -> None:
+    """The fleet page of an inventory without GPU nodes says so; a host whose new driver waits
+    for a reboot (nvidia-smi: version mismatch, no GPU readings) is one critical cell across
+    its row, the reason under its name, next to a healthy host's GPUs."""
+    empty = {"inventory": "inv/empty", "status": "ok", "hosts_total": 0, "hosts": [],
+             "summary": {"ok": 0, "warning": 0, "critical": 0, "unreachable": 0}}  # fmt: skip
+    pages.write_fleet(empty, tmp_path / "empty")
+    seen = open_page(tmp_path / "empty", "fleet.html", "fleet-empty")
+    seen.assert_clean()
+    assert seen.one("hosts_total") == "0" and seen.one("empty") == "The inventory has no GPU node."
+
+    reason = (
+        "Driver/library version mismatch: an installed driver waits for a reboot: "
+        "Failed to initialize NVML: Driver/library version mismatch"
+    )
+    hosts = [
+        {"host": "gpu-h800-01", "group": "gpu_h800", "status": "critical", "gpus": [],
+         "findings": [{"check": "reboot-pending", "severity": "critical", "gpu": None,
+                       "message": reason}]},
+        {"host": "gpu-h800-02", "group": "gpu_h800", "status": "ok",
+         "gpus": [{"index": i, "temperature_c": 41} for i in range(8)], "findings": []},
+    ]  # fmt: skip
+    result = {"inventory": "inv/prod", "status": "critical", "hosts_total": 2, "hosts": hosts,
+              "summary": {"ok": 1, "warning": 0, "critical": 1, "unreachable": 0}}  # fmt: skip
+    pages.write_fleet(result, tmp_path / "reboot")
+    seen = open_page(tmp_path / "reboot", "fleet.html", "fleet-reboot-pending")
+    seen.assert_clean()
+    assert (
+        seen.data["grid-host"][0].startswith("gpu-h800-01") and reason in seen.data["grid-host"][0]
+    )
+    assert seen.data["cell-critical"] == ["no GPU readings (critical)"]
+    assert len(seen.data["cell-ok"]) == 8
