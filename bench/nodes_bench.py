@@ -263,6 +263,8 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
             str(BIN / "gpuops"),
             "--output",
             "json",
+            "--error-file",
+            str(folder / "update-error.json"),
             "nodes",
             "update",
             "-i",
@@ -285,7 +287,11 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
         check=False,
     )
     wall = time.perf_counter() - started
-    doc = json.loads(done.stdout or done.stderr)
+    if done.returncode == 0:
+        doc = json.loads(done.stdout)
+    else:  # the error document (with what the rollout did) is in the error file
+        doc = json.loads((folder / "update-error.json").read_text())
+        print(f"\nupdate failed: {doc['error']['message']}")
     result = doc["result"]
     print(
         f"\nupdate: {n} hosts in {len(result['batches'])} batches of {size}: "
