@@ -125,6 +125,9 @@ def test_node_update_page_of_a_check_run_shows_the_plan(
     assert dict(zip(seen.data["host"], seen.data["host-status"], strict=True)) == by_host
     assert seen.data["batch-kind"] == [b["kind"] for b in result["batches"]]
     assert seen.data["batch-kind"][0] == rollout.CANARY
+    # a plan's batches are planned, not "not started" (nothing was going to start)
+    assert [b["status"] for b in result["batches"]] == [rollout.PLANNED] * len(result["batches"])
+    assert seen.data["batch-status"] == [rollout.PLANNED] * len(result["batches"])
 
 
 def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows(

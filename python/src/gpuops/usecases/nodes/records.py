@@ -41,7 +41,7 @@ class BatchRecord:
     index: int
     kind: str
     hosts: list[str]
-    status: str = "not-started"  # done, failed, refused, not-started
+    status: str = "not-started"  # done, failed, refused, not-started; planned (check mode)
     started_at: str | None = None
     finished_at: str | None = None
     start_s: float | None = None  # seconds after the run started (the timeline's x)

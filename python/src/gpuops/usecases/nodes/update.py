@@ -173,6 +173,8 @@ def _plan(
         BatchRecord(b.index, b.kind, list(b.hosts)) for b in rollout.plan(pending, ro.policy)
     ]
     for b in ro.batches:
+        if request.check:
+            b.status = rollout.PLANNED
         for h in b.hosts:
             ro.hosts[h].batch = b.index
             ro.hosts[h].status = rollout.PLANNED if request.check else rollout.NOT_STARTED
