@@ -46,6 +46,10 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _list(value: Any) -> list[Any]:
     """A list from the result, or none (a hand-made input may hold anything there)."""
     return value if isinstance(value, list) else []
@@ -87,15 +91,21 @@ def _worst_of(findings: Sequence[Mapping[str, Any]]) -> str:
     return next((s for s in _SEVERITY_ORDER if s in severities), "ok")
 
 
-def _gpu_wide(h: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The host-wide findings about its GPUs (not its disks or NICs)."""
-    return [f for f in _findings_by_gpu(h).get(None, []) if f.get("check") not in HOST_ONLY_CHECKS]
+def _gpu_wide(found: Mapping[Any, list[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    """The host-wide findings about its GPUs (not its disks or NICs), from _findings_by_gpu."""
+    return [f for f in found.get(None, []) if f.get("check") not in HOST_ONLY_CHECKS]
 
 
-def _host_wide(h: Mapping[str, Any]) -> dict[str, Any]:
+def _grid_row(h: Mapping[str, Any]) -> dict[str, Any]:
+    """A host's row of the GPU grid: its cells and what colours the whole row."""
+    found = _findings_by_gpu(h)
+    wide = _gpu_wide(found)
+    return {"cells": _gpu_cells(h, found, wide), "wide": _host_wide(h, wide)}
+
+
+def _host_wide(h: Mapping[str, Any], wide: list[Mapping[str, Any]]) -> dict[str, Any]:
     """What colours a whole grid row: the host-wide findings about its GPUs, named under the
     host; a host without GPU readings (unreachable, nvidia-smi failing) is its own status."""
-    wide = _gpu_wide(h)
     worst = _worst_of(wide)
     status = _text(h.get("status"))
     if not _list(h.get("gpus")):
@@ -106,11 +116,13 @@ def _host_wide(h: Mapping[str, Any]) -> dict[str, Any]:
     return {"severity": worst, "findings": messages}
 
 
-def _gpu_cells(h: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _gpu_cells(
+    h: Mapping[str, Any],
+    found: Mapping[Any, list[Mapping[str, Any]]],
+    wide: list[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
     """One cell per GPU: its worst finding (host-wide ones about GPUs included), its values,
     and every finding on it."""
-    found = _findings_by_gpu(h)
-    wide = _gpu_wide(h)
     cells = []
     for i, g in enumerate(_list(h.get("gpus"))):
         if not isinstance(g, Mapping):
@@ -120,10 +132,7 @@ def _gpu_cells(h: Mapping[str, Any]) -> list[dict[str, Any]]:
         worst = _worst_of([*mine, *wide])
         if g.get("lost"):
             worst = "critical"
-        ecc: Mapping[str, Any] = g["ecc"] if isinstance(g.get("ecc"), Mapping) else {}
-        rows: Mapping[str, Any] = (
-            g["remapped_rows"] if isinstance(g.get("remapped_rows"), Mapping) else {}
-        )
+        ecc, rows = _mapping(g.get("ecc")), _mapping(g.get("remapped_rows"))
         messages = [_text(f["message"]) for f in mine] or (["lost"] if g.get("lost") else [])
         cells.append(
             {
@@ -193,8 +202,7 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
                 for f in _list(h.get("findings"))
                 if isinstance(f, Mapping) and "message" in f
             ],
-            "cells": _gpu_cells(h),
-            "wide": _host_wide(h),
+            **_grid_row(h),
         }
         for h in ranked[:HOSTS_LISTED]
     ]
@@ -209,7 +217,7 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
         for x in _list(h.get("xids"))
         if isinstance(x, Mapping) and "xid" in x
     ]
-    summary = result["summary"] if isinstance(result["summary"], Mapping) else {}
+    summary = _mapping(result["summary"])
     status = _text(result["status"])
     return {
         "r": result,
@@ -260,7 +268,7 @@ def _seconds(phases: Any) -> float:
 
 def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
     _require(result, _UPDATE_KEYS, "nodes update")
-    summary = result["summary"] if isinstance(result["summary"], Mapping) else {}
+    summary = _mapping(result["summary"])
     failed = int(summary.get("failed", 0) or 0)
     if result["check"]:
         verdict, css = "plan", "ok"
@@ -305,21 +313,17 @@ def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
             "hosts": ", ".join(_text(x) for x in _list(b.get("hosts"))),
             "status": _text(b.get("status")),
             "elapsed": b.get("elapsed_s", 0),
-            "headroom": _text((b.get("headroom") or {}).get("message"))
-            if isinstance(b.get("headroom"), Mapping)
-            else "",
+            "headroom": _text(_mapping(b.get("headroom")).get("message")),
             "phases": ", ".join(
                 f"{_PHASE_NAMES.get(k, k)} {v} s"
-                for k, v in (b.get("phases_s") or {}).items()
+                for k, v in _mapping(b.get("phases_s")).items()
                 if v is not None
-            )
-            if isinstance(b.get("phases_s"), Mapping)
-            else "",
+            ),
         }
         for b in _list(result["batches"])
         if isinstance(b, Mapping)
     ]
-    policy = result.get("policy") if isinstance(result.get("policy"), Mapping) else {}
+    policy = _mapping(result.get("policy"))
     return {
         "r": result,
         "verdict": verdict,
@@ -335,16 +339,14 @@ def rollout_context(result: Mapping[str, Any]) -> dict[str, Any]:
         "hosts_more": max(0, len(hosts) - len(listed)),
         "timings": sorted(
             (k, v)
-            for k, v in (result.get("timings_s") or {}).items()
+            for k, v in _mapping(result.get("timings_s")).items()
             if isinstance(v, (int, float))
-        )
-        if isinstance(result.get("timings_s"), Mapping)
-        else [],
+        ),
     }
 
 
-#: The timeline's phases: (series, where its seconds are, colour). The first series is the
-#: gap before a row starts (drawn transparent), so each bar sits at its time in the run.
+#: The timeline's series after the first: (name, colour). The first series is the gap before
+#: a row starts (drawn transparent), so each bar sits at its time in the run.
 _PHASES = (
     ("pre-flight and plan", "#c9c9c9"),
     ("drain (headroom gate, cordon, wait)", "#f28e2b"),
@@ -353,10 +355,6 @@ _PHASES = (
 )
 _BATCH_PHASES = ("kubernetes_before", "ansible", "kubernetes_after")
 _PHASE_NAMES = dict(zip(_BATCH_PHASES, ("drain", "change", "verify"), strict=True))
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _number(value: Any) -> float:
