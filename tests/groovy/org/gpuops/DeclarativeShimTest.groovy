@@ -16,14 +16,7 @@ class DeclarativeShimTest extends GpuOpsPipelineTest {
     void installShim() {
         env.remove('WORKSPACE')
         helper.registerAllowedMethod('echo', [String]) { String text -> console.add(text) }
-        shim = new Declarative(helper, env, [
-            node     : { String label, Closure body -> runOnAgent(label, body) },
-            checkout : { -> checkouts.add(env.NODE_NAME) },
-            result   : { -> binding.getVariable('currentBuild').result },
-            setResult: { String status -> updateBuildStatus(status) },
-            console  : console,
-        ])
-        shim.install(binding)
+        shim = installDeclarative(console)
     }
 
     Object runSample(Map params) {

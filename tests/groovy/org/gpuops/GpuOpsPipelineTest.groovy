@@ -300,6 +300,23 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
         }
     }
 
+    /**
+     * Installs the Declarative shim (Declarative.groovy) on this harness: stages with an agent
+     * run in runOnAgent, the stage's default checkout is `checkout`, echo lines go to `console`.
+     */
+    protected Declarative installDeclarative(List<String> console,
+                                             Closure checkout = { -> checkouts.add(env.NODE_NAME) }) {
+        Declarative shim = new Declarative(helper, env, [
+            node     : { String label, Closure body -> runOnAgent(label, body) },
+            checkout : checkout,
+            result   : { -> binding.getVariable('currentBuild').result },
+            setResult: { String status -> updateBuildStatus(status) },
+            console  : console,
+        ])
+        shim.install(binding)
+        return shim
+    }
+
     protected Object runOnAgent(String label, Closure body) {
         Map saved = new LinkedHashMap(env)
         String name = "${label}-${agents.size() + 1}"

@@ -71,14 +71,7 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
             }
             return null
         }
-        shim = new Declarative(helper, env, [
-            node     : { String label, Closure body -> runOnAgent(label, body) },
-            checkout : { -> copyRepository() },
-            result   : { -> binding.getVariable('currentBuild').result },
-            setResult: { String status -> updateBuildStatus(status) },
-            console  : console,
-        ])
-        shim.install(binding)
+        shim = installDeclarative(console, { -> copyRepository() })
         approver = 'alice'
     }
 

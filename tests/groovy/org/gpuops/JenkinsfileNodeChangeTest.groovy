@@ -37,14 +37,7 @@ class JenkinsfileNodeChangeTest extends GpuOpsPipelineTest {
         credentialStore['kubeconfig-staging'] = [content: 'apiVersion: v1\nkind: Config\n']
         credentialStore['registry-release'] = [username: 'robot', password: 'registry-secret-value']
         credentialStore['ansible-key'] = [privateKey: 'ssh-private-key-value', username: 'ops']
-        shim = new Declarative(helper, env, [
-            node     : { String label, Closure body -> runOnAgent(label, body) },
-            checkout : { -> checkouts.add(env.NODE_NAME) },
-            result   : { -> binding.getVariable('currentBuild').result },
-            setResult: { String status -> updateBuildStatus(status) },
-            console  : console,
-        ])
-        shim.install(binding)
+        shim = installDeclarative(console)
         answer(['nodes', 'update']) { Map params ->
             nodesFail ?: [result: [changed: ['gpu-h800-01', 'gpu-h800-02'], unchanged: [], failed: []]]
         }
@@ -123,10 +116,10 @@ class JenkinsfileNodeChangeTest extends GpuOpsPipelineTest {
         assertEquals(['nodes update'], calls*.command)
         assertTrue('staging asks nobody', inputs.isEmpty())
         assertEquals('deploy/inventory/staging', calls[0].params.inventory)
-        assertEquals(['Update GPU nodes', 'Node change', 'GPU headroom', 'Release'],
-            shim.stageLog.findAll { it.stage in ['Update GPU nodes', 'Node change', 'GPU headroom', 'Release'] }*.stage)
-        assertEquals(['FAILURE', 'FAILURE', 'skipped (earlier failure)', 'skipped (earlier failure)'],
-            shim.stageLog.findAll { it.stage in ['Update GPU nodes', 'Node change', 'GPU headroom', 'Release'] }*.status)
+        List<String> stages = ['Update GPU nodes', 'Node change', 'GPU headroom', 'Release']
+        List<Map> logged = shim.stageLog.findAll { it.stage in stages }
+        assertEquals(stages, logged*.stage)
+        assertEquals(['FAILURE', 'FAILURE', 'skipped (earlier failure)', 'skipped (earlier failure)'], logged*.status)
     }
 
     @Test
