@@ -5,7 +5,9 @@ and ``--pods`` pods bound to them (or uses a running lab with ``--reuse DIR``), 
 round-robin in the same run, each ``--repeat`` times:
 
   floor       curl of exactly the LIST queries gpuops sends (same paths, limit, fieldSelector,
-              continue tokens), one curl process, keep-alive, bodies to /dev/null
+              continue tokens, Accept: protobuf first), one curl process, keep-alive, bodies
+              to /dev/null
+  floor-json  the same LISTs asked for as JSON (for information: what kva and kubectl ask for)
   gpuops      ``gpuops --output json headroom check --gpus-per-pod 4 --pods 2`` end to end
   kubectl+py  ``kubectl get nodes,pods -A -o json | python bench/kubectl_sums.py``
   kva         ``kubectl-view-allocations -r nvidia.com/gpu -o csv`` (if installed)
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,8 @@ from urllib.parse import urlencode
 
 import yaml
 
-from gpuops.adapters.kube import BOUND_PODS, PAGE_SIZE
+from gpuops.adapters import kubeproto
+from gpuops.adapters.kube import BOUND_PODS, LIST_ACCEPT, PAGE_SIZE
 from gpuops_lab import kube as labkube
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +63,17 @@ NAMESPACES = tuple(f"bench-{t}" for t in ("train", "infer", "batch", "research",
 #: GPU pod sizes and how often each occurs (inference pods are mostly small).
 SIZES, SIZE_WEIGHTS = (1, 2, 4, 8), (0.45, 0.30, 0.15, 0.10)
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
+
+
+def _head_token(path: str, head: bytes) -> str:
+    """The continue token in the head of a LIST page, protobuf or JSON."""
+    if head.startswith(kubeproto.MAGIC):
+        reader = kubeproto.node_reader() if path.endswith("/nodes") else kubeproto.pod_reader()
+        reader.feed(head)
+        return reader.token
+    end = head.find(b'"items":')
+    m = _CONTINUE.search(head, 0, end if end >= 0 else len(head))
+    return m.group(1).decode() if m else ""
 
 
 # ------------------------------------------------------------------------------------------
@@ -282,6 +296,52 @@ class Sample:
     seconds: float
     rss_kib: int  # peak RSS of the process (sum over the processes of a pipeline)
     note: str = ""
+    #: the API server's CPU seconds while this ran, less its background rate (kwok's
+    #: heartbeats, the controllers) over the same time; None where not measured
+    server_cpu_s: float | None = None
+
+
+#: seconds left after each approach before the API server's CPU is read again (its garbage
+#: collection of a large LIST runs after the answer is sent)
+SETTLE_S = 2.0
+
+
+class ServerCpu:
+    """CPU seconds used so far by the lab's kube-apiserver (``/proc/PID/stat``), the process
+    named by the lab's pid file and checked by its start time; read only, never signalled."""
+
+    def __init__(self, lab_dir: Path) -> None:
+        self.pid: int | None = None
+        try:
+            rec = json.loads((lab_dir / "pids" / "kube-apiserver.pid").read_text())
+            if self._stat(int(rec["pid"]))[19] == str(rec["start"]):
+                self.pid = int(rec["pid"])
+        except (OSError, ValueError, KeyError, IndexError):
+            self.pid = None
+        self.hz = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _stat(pid: int) -> list[str]:
+        # fields after the command name: state is [0], utime [11], stime [12], starttime [19]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    def seconds(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            f = self._stat(self.pid)
+        except OSError:
+            return None
+        return (int(f[11]) + int(f[12])) / self.hz
+
+    def background(self, seconds: float = 3.0) -> float | None:
+        """The server's CPU rate (cores) with nothing of ours running."""
+        before, t0 = self.seconds(), time.perf_counter()
+        time.sleep(seconds)
+        after = self.seconds()
+        if before is None or after is None:
+            return None
+        return (after - before) / (time.perf_counter() - t0)
 
 
 TIME = Path("/usr/bin/time")
@@ -321,7 +381,6 @@ class Bench:
         fd = os.open(self.curl_cfg, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(f'header = "Authorization: Bearer {c.token}"\n')
-            f.write('header = "Accept: application/json"\n')
             # the API server pretty-prints JSON for a curl user agent; gpuops gets compact JSON
             f.write('user-agent = "gpuops-bench-floor"\n')
             f.write(f'cacert = "{ca}"\nsilent\nshow-error\nfail-with-body\n')
@@ -344,32 +403,34 @@ class Bench:
             q["continue"] = token
         return f"{self.c.server}{path}?{urlencode(q)}" if q else f"{self.c.server}{path}"
 
-    def walk(self, page_size: int = PAGE_SIZE) -> tuple[list[str], Sample]:
+    def walk(
+        self, page_size: int = PAGE_SIZE, accept: str = LIST_ACCEPT
+    ) -> tuple[list[str], Sample]:
         """Follow the continue tokens page by page (one curl per page, body to a file whose
         head gives the next token): the URLs of every page, and that walk's own time."""
         urls: list[str] = []
-        body = self.tmp / "page.json"
+        body = self.tmp / "page"
         t0 = time.perf_counter()
         for path, query in LISTS:
             token = ""
             while True:
                 url = self._url(path, query, token, page_size)
                 urls.append(url)
-                subprocess.run(["curl", "-K", str(self.curl_cfg), "-o", str(body), url], check=True)
+                curl = ["curl", "-K", str(self.curl_cfg), "-H", f"Accept: {accept}"]
+                subprocess.run([*curl, "-o", str(body), url], check=True)
                 with body.open("rb") as f:
-                    head = f.read(4096)
-                end = head.find(b'"items":')
-                m = _CONTINUE.search(head, 0, end if end >= 0 else len(head))
-                token = m.group(1).decode() if m else ""
+                    token = _head_token(path, f.read(1 << 16))
                 if not token:
                     break
         return urls, Sample(time.perf_counter() - t0, 0, f"{len(urls)} curl processes")
 
-    def floor(self, page_size: int = PAGE_SIZE) -> Sample:
-        """The raw LISTs alone: the pages of a fresh walk, fetched by one curl process over
-        one keep-alive connection, bodies to /dev/null. With another ``page_size`` than
-        gpuops's, for information (``floor-paged``: what paging would cost the server)."""
-        urls, _ = self.walk(page_size)
+    def floor(self, page_size: int = PAGE_SIZE, accept: str = LIST_ACCEPT) -> Sample:
+        """The raw LISTs alone, asked for as gpuops asks (protobuf first): the pages of a
+        fresh walk, fetched by one curl process over one keep-alive connection, bodies to
+        /dev/null. With another ``page_size`` or ``accept`` than gpuops's, for information
+        (``floor-paged``: what paging would cost the server; ``floor-json``: the same LISTs
+        as JSON, as kubectl-view-allocations and gpuops before protobuf ask for them)."""
+        urls, _ = self.walk(page_size, accept)
         cfg = self.tmp / "urls.cfg"
         cfg.write_text("".join(f'url = "{u}"\noutput = "/dev/null"\n' for u in urls))
         t0 = time.perf_counter()
@@ -380,6 +441,8 @@ class Bench:
                 str(self.curl_cfg),
                 "-K",
                 str(cfg),
+                "-H",
+                f"Accept: {accept}",
                 "-w",
                 "%{http_code} %{size_download} %{num_connects}\n",
             ],
@@ -393,7 +456,7 @@ class Bench:
         if rc != 0 or len(rows) != len(urls) or any(r[0] != "200" for r in rows):
             sys.exit(f"floor curl failed (exit {rc}): {out.decode()[:500]}")
         size, conns = sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows)
-        if page_size == PAGE_SIZE:
+        if page_size == PAGE_SIZE and accept == LIST_ACCEPT:
             self.pages, self.bytes = len(urls), size
         return Sample(dt, rss, f"{len(urls)} pages, {size / 2**20:.1f} MiB, {conns} conn")
 
@@ -504,6 +567,11 @@ def summarise(samples: Mapping[str, list[Sample]]) -> dict[str, dict[str, Any]]:
             "min_s": round(min(secs), 3),
             "runs_s": [round(x, 3) for x in secs],
             "peak_rss_mib": round(max(s.rss_kib for s in ss) / 1024, 1),
+            "server_cpu_s": (
+                round(statistics.median(cpu), 2)
+                if (cpu := [s.server_cpu_s for s in ss if s.server_cpu_s is not None])
+                else None
+            ),
             "note": ss[-1].note,
         }
     floor = out.get("floor", {}).get("median_s")
@@ -542,20 +610,24 @@ def targets(
 def render(rows: Mapping[str, Mapping[str, Any]], goals: Sequence[Mapping[str, Any]]) -> str:
     head = (
         f"{'approach':<15} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
-        f"{'x kva':>6} {'peak RSS MiB':>13}  note"
+        f"{'x kva':>6} {'peak RSS MiB':>13} {'API CPU s':>10}  note"
     )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         lines.append(
             f"{name:<15} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
-            f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f}  "
-            f"{r['note']}"
+            f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f} "
+            f"{_num(r.get('server_cpu_s')):>10}  {r['note']}"
         )
     lines.append("")
     for g in goals:
         mark = "skipped" if g["met"] is None else "MET" if g["met"] else "MISSED"
         lines.append(f"target {g['target']:<44} {mark}")
     return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def find_kva(arg: str | None) -> tuple[Path | None, str]:
@@ -679,15 +751,24 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
             print(f"kubectl-view-allocations skipped: {kva_why}")
         for name, source in args.also:
             approaches[f"gpuops@{name}"] = partial(b.gpuops, source)
+        approaches["floor-json"] = partial(b.floor, PAGE_SIZE, "application/json")
         if args.paged_floor and args.paged_floor != PAGE_SIZE:
             approaches["floor-paged"] = partial(b.floor, args.paged_floor)
         samples: dict[str, list[Sample]] = {n: [] for n in [*approaches, "floor-walk"]}
         internal: list[dict[str, float]] = []
+        server = ServerCpu(c.lab_dir)
         for rnd in range(args.warmup + args.repeat):
             timed = rnd >= args.warmup
             label = f"run {rnd + 1 - args.warmup}" if timed else "warm-up"
+            time.sleep(SETTLE_S)  # the server's garbage collection of the last LISTs
+            rate = server.background()
             for name, fn in approaches.items():  # round-robin: load drifts hit all alike
+                before, t0 = server.seconds(), time.perf_counter()
                 s = fn()
+                time.sleep(SETTLE_S)  # its collection belongs to this approach
+                after, window = server.seconds(), time.perf_counter() - t0
+                if rate is not None and before is not None and after is not None:
+                    s = replace(s, server_cpu_s=after - before - rate * window)
                 if timed:
                     samples[name].append(s)
                     if name == "gpuops":

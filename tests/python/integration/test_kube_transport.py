@@ -218,3 +218,85 @@ def test_pages_asked_for_ahead_give_the_same_list(kube_lab: KubeLab) -> None:
         kube.PAGE_SIZE = saved
         client.close()
         kube_lab.core.delete_namespace(ns)
+
+
+def test_protobuf_lists_give_what_json_lists_give(kube_lab: KubeLab) -> None:
+    """The node and pod LISTs are answered in protobuf (asked for first) and decode to the
+    same nodes and pods as the same LISTs answered in JSON: GPU requests of containers and
+    of init containers (a sidecar), owners, labels, taints, conditions; paged too."""
+    ns = f"proto-{os.getpid()}"
+    kube_lab.core.create_namespace({"metadata": {"name": ns}})
+    node = kube_lab.core.list_node().items[0].metadata.name
+    for i in range(5):
+        body = labkube.pod_body(f"p{i}", namespace=ns, node=node, gpus=i % 3)
+        if i == 4:  # a sidecar asking for a GPU next to the main container
+            body["spec"]["initContainers"] = [
+                {
+                    "name": "side",
+                    "image": "registry.invalid/side:1",
+                    "restartPolicy": "Always",
+                    "resources": {
+                        "requests": {labkube.GPU_RESOURCE: "1"},
+                        "limits": {labkube.GPU_RESOURCE: "1"},
+                    },
+                }
+            ]
+        kube_lab.core.create_namespaced_pod(ns, body)
+    client = kube.KubeClient.connect(str(kube_lab.kubeconfig))
+    media: list[str] = []
+    stream = client._http.stream
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        cm = stream(*args, **kwargs)
+
+        class Spy:
+            def __enter__(self) -> Any:
+                status, got, read = cm.__enter__()
+                media.append(got)
+                return status, got, read
+
+            def __exit__(self, *exc: Any) -> Any:
+                return cm.__exit__(*exc)
+
+        return Spy()
+
+    saved_accept, saved_size = kube.LIST_ACCEPT, kube.PAGE_SIZE
+    client._http.stream = spy  # type: ignore[method-assign]
+    try:
+        lists = {}
+        for accept in (saved_accept, "application/json"):
+            kube.LIST_ACCEPT = accept
+            for size in (0, 3):
+                kube.PAGE_SIZE = size
+                media.clear()
+                lists[accept, size] = (client.list_nodes(), client.list_bound_pods())
+                want = kube.PROTOBUF if accept == saved_accept else "application/json"
+                assert set(media) == {want}, (accept, size, media)
+        proto, json_ = lists[saved_accept, 0], lists["application/json", 0]
+        assert proto == json_ == lists[saved_accept, 3] == lists["application/json", 3]
+        pods = {p.key: p for p in proto[1]}
+        assert pods[f"{ns}/p2"].requests[labkube.GPU_RESOURCE] == 2
+        assert pods[f"{ns}/p4"].requests[labkube.GPU_RESOURCE] == 2  # 1 main + 1 sidecar
+        assert any(n.labels and n.allocatable.get(labkube.GPU_RESOURCE) for n in proto[0])
+    finally:
+        kube.LIST_ACCEPT, kube.PAGE_SIZE = saved_accept, saved_size
+        client.close()
+        kube_lab.core.delete_namespace(ns)
+
+
+def test_a_protobuf_status_answer_is_read_like_json(kube_lab: KubeLab) -> None:
+    """An error to a LIST asked for as protobuf comes as a protobuf Status: its reason and
+    message are read (a 404 of a Kubernetes path is "not found", not "not an API path")."""
+    client = kube.KubeClient.connect(str(kube_lab.kubeconfig))
+    try:
+        with client._http.stream(
+            "/api/v1/namespaces/no-such-ns/pods/no-such-pod", what="get", accept=kube.LIST_ACCEPT
+        ) as (status, media, read):
+            body = b"".join(iter(lambda: read(1 << 16), b""))
+        assert (status, media) == (404, kube.PROTOBUF) and body.startswith(b"k8s\x00")
+        assert kube._status_reason(body) == "NotFound"
+        assert 'pods "no-such-pod" not found' in kube._status_message(body)
+        with pytest.raises(kube.NotFound):
+            client._check_status(status, body, "get pod", "/api/v1/namespaces/no-such-ns/pods")
+    finally:
+        client.close()

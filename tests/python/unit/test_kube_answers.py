@@ -21,7 +21,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from unit.test_kubeproto import envelope
 
+from gpuops.adapters import kubeproto
 from gpuops.cli.main import run
 
 NS = {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "default"}}
@@ -47,6 +49,15 @@ def _status(code: int, reason: str) -> dict[str, Any]:
             "message": f"the server says {reason}", "code": code}  # fmt: skip
 
 
+def _proto_status(code: int, reason: str) -> bytes:
+    """:func:`_status` as the API server writes it to a client asking for protobuf."""
+    status = kubeproto.message_type("Status")(reason=reason, code=code)
+    status.message = f"the server says {reason}"
+    unknown = kubeproto.message_type("Unknown")(raw=status.SerializeToString())
+    unknown.typeMeta.apiVersion, unknown.typeMeta.kind = "v1", "Status"
+    return kubeproto.MAGIC + unknown.SerializeToString()
+
+
 class Api:
     """Answers by path; ``answers`` maps a path to (HTTP status, JSON document or raw bytes)."""
 
@@ -64,6 +75,8 @@ class Api:
                 status, body = api.answers.get(path, (404, b"404 page not found\n"))
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 ctype = "text/plain" if isinstance(body, bytes) else "application/json"
+                if data.startswith(kubeproto.MAGIC):  # as the API server answers protobuf
+                    ctype = "application/vnd.kubernetes.protobuf"
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
@@ -128,6 +141,27 @@ def test_the_stub_is_a_sane_api_server(
     assert set(OK) <= set(api.seen)
 
 
+def test_lists_answered_in_protobuf_give_the_json_verdict(
+    api: Api, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    api.answers["/api/v1/pods"] = (200, {"kind": "PodList", "metadata": {}, "items": [pod]})
+    want = _check(kubeconfig, capsys)
+    api.answers["/api/v1/nodes"] = (200, envelope("Node", [NODE]))
+    api.answers["/api/v1/pods"] = (200, envelope("Pod", [pod]))
+    got = _check(kubeconfig, capsys)
+    for _, doc in (want, got):
+        doc["result"].pop("timings_s")  # how long it took differs, nothing else may
+    assert got == want and got[0] == 0 and got[1]["result"]["free_total"] == 5
+
+
 @pytest.mark.parametrize(
     ("page", "says"),
     [
@@ -179,6 +213,10 @@ def test_a_quota_list_without_items_fails_closed(
         ("/api/v1/pods", (500, _status(500, "InternalError")), 4, "HTTP 500"),
         ("/api/v1/pods", (403, _status(403, "Forbidden")), 1, "HTTP 403"),
         ("/api/v1/pods", (200, b"<html>proxy login</html>"), 1, "invalid JSON"),
+        ("/api/v1/pods", (200, b"k8s\x00\x12\x05\x12\x02"), 1, "invalid protobuf"),
+        ("/api/v1/nodes", (200, b"k8s\x00\xff\xff\xff"), 1, "invalid protobuf"),
+        ("/api/v1/nodes", (404, _proto_status(404, "NotFound")), 1, "list nodes: the API at"),
+        ("/api/v1/pods", (403, _proto_status(403, "Forbidden")), 1, "says Forbidden"),
         ("/api/v1/namespaces/default", (200, [1, 2]), 1, "not a JSON object"),
     ],
 )

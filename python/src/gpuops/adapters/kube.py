@@ -81,6 +81,13 @@ _AHEAD = 3
 #: Bytes read from a LIST answer at a time (then decoded); the first read is small, so that
 #: the head, with the next page's continue token, is seen early.
 _READ_SIZE, _HEAD_READ = 1 << 20, 1 << 14
+#: Node and pod LISTs are asked for in Kubernetes' protobuf encoding first (the API server
+#: encodes it several times faster than JSON: :mod:`.kubeproto`), JSON where a server or a
+#: proxy in front of it does not offer it.
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+LIST_ACCEPT = f"{PROTOBUF}, application/json"
+#: A page's reader for the media type of its answer.
+_Readers = Callable[[str], kubepages.PageReader[T]]
 #: Pods that hold resources on a node: bound and not terminal.
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
@@ -274,7 +281,7 @@ class KubeClient:
         self,
         path: str,
         what: str,
-        reader: Callable[[], kubepages.ListReader[T]],
+        reader: _Readers[T],
         checked: Callable[[Mapping[str, Any]], T],
         **query: str,
     ) -> list[T]:
@@ -300,7 +307,8 @@ class KubeClient:
             except kubepages.PageError as exc:
                 if exc.invalid:
                     raise OperationFailed(
-                        f"the Kubernetes API at {self.server} sent invalid JSON for {what}"
+                        f"the Kubernetes API at {self.server} sent invalid {exc.encoding} "
+                        f"for {what}"
                     ) from None
                 with _gc_paused():
                     self._list(path, what, checked, **query)  # raises, naming the field
@@ -314,7 +322,7 @@ class KubeClient:
         self,
         path: str,
         what: str,
-        reader: Callable[[], kubepages.ListReader[T]],
+        reader: _Readers[T],
         query: Mapping[str, str],
     ) -> list[T]:
         """The pages of a LIST, each decoded while it arrives. Page n+1 is asked for as soon
@@ -333,7 +341,7 @@ class KubeClient:
                     return
                 try:
                     pages[index] = self._read_page(
-                        path, what, reader(), query, token, partial(follow, index + 1)
+                        path, what, reader, query, token, partial(follow, index + 1)
                     )
                 except BaseException as exc:  # handed to the caller, which raises the first
                     with lock:
@@ -368,7 +376,7 @@ class KubeClient:
         self,
         path: str,
         what: str,
-        page: kubepages.ListReader[T],
+        reader: _Readers[T],
         query: Mapping[str, str],
         token: str,
         follow: Callable[[str], None],
@@ -380,10 +388,9 @@ class KubeClient:
             q["continue"] = token
         out: list[T] = []
         followed = False
-        with self._http.stream(f"{path}?{urlencode(q)}" if q else path, what=what) as (
-            status,
-            read,
-        ):
+        target = f"{path}?{urlencode(q)}" if q else path
+        with self._http.stream(target, what=what, accept=LIST_ACCEPT) as (status, media, read):
+            page = reader(media)
             if not 200 <= status < 300:
                 body = b"".join(iter(partial(read, _READ_SIZE), b""))
                 self._check_status(status, body, what, path)
@@ -441,7 +448,7 @@ class KubeClient:
         return self._list_streamed(
             "/api/v1/nodes",
             "list nodes",
-            partial(kubepages.node_reader, resources),
+            partial(_node_reader, resources),
             partial(node_from_api_checked, resources=resources),
         )
 
@@ -451,7 +458,7 @@ class KubeClient:
         return self._list_streamed(
             "/api/v1/pods",
             "list pods",
-            partial(kubepages.pod_reader, resources),
+            partial(_pod_reader, resources),
             partial(pod_from_api_checked, resources=resources),
             fieldSelector=BOUND_PODS,
         )
@@ -549,6 +556,22 @@ class _ExpiredError(OperationFailed):
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
 
 
+def _node_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Node]:
+    if media == PROTOBUF:
+        from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
+
+        return kubeproto.node_reader(resources)
+    return kubepages.node_reader(resources)
+
+
+def _pod_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Pod]:
+    if media == PROTOBUF:
+        from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
+
+        return kubeproto.pod_reader(resources)
+    return kubepages.pod_reader(resources)
+
+
 def _continue_token(raw: bytes) -> str:
     """The ``metadata.continue`` of a raw list page, read from its head (the API server writes
     metadata before items); the consumer double-checks it against the parsed page."""
@@ -593,12 +616,21 @@ def _list_not_served(what: str, server: str, path: str) -> OperationFailed:
     )
 
 
+def _status_doc(data: bytes) -> Any:
+    """A Status answer (or any JSON answer) as JSON; ``None`` when it is neither."""
+    if data.startswith(b"k8s\x00"):  # protobuf, to a LIST that asked for it first
+        from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
+
+        return kubeproto.status(data)
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _status_reason(data: bytes) -> str:
     """The ``reason`` of a Kubernetes Status answer, "" when the body is not one."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return ""
+    doc = _status_doc(data)
     if isinstance(doc, dict) and doc.get("kind") == "Status":
         return str(doc.get("reason", ""))
     return ""
@@ -625,8 +657,5 @@ def _body(payload: Any) -> bytes | None:
 
 
 def _status_message(data: bytes) -> str:
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return ""
+    doc = _status_doc(data)
     return str(doc.get("message", "")) if isinstance(doc, dict) else ""

@@ -120,7 +120,10 @@ class Transport:
         (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
         headers = self._headers(body, content_type)
         if self._proxy is not None:
-            return self._via_proxy(method, self._prefix + target, body, headers, what)
+            status, _media, data = self._via_proxy(
+                method, self._prefix + target, body, headers, what
+            )
+            return status, data
         with self._errors(what):
             conn, resp = self._send(method, self._prefix + target, body, headers)
             try:
@@ -132,15 +135,18 @@ class Transport:
         return resp.status, data
 
     @contextlib.contextmanager
-    def stream(self, target: str, *, what: str) -> Iterator[tuple[int, Callable[[int], bytes]]]:
-        """GET ``target``: (status, ``read``), where ``read(n)`` returns the body's next bytes
-        (at most ``n``; ``b""`` at its end), so that a large LIST is decoded while it
-        arrives. Transport failures raise :class:`Unreachable` as in :meth:`request`."""
-        headers = self._headers(None, "")
+    def stream(
+        self, target: str, *, what: str, accept: str = "application/json"
+    ) -> Iterator[tuple[int, str, Callable[[int], bytes]]]:
+        """GET ``target`` asking for ``accept``: (status, the answer's media type, ``read``),
+        where ``read(n)`` returns the body's next bytes (at most ``n``; ``b""`` at its end),
+        so that a large LIST is decoded while it arrives. Transport failures raise
+        :class:`Unreachable` as in :meth:`request`."""
+        headers = {**self._headers(None, ""), "Accept": accept}
         if self._proxy is not None:
-            status, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
+            status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
             chunks = iter((data,))
-            yield status, lambda _n: next(chunks, b"")
+            yield status, media, lambda _n: next(chunks, b"")
             return
         with self._errors(what):
             conn, resp = self._send("GET", self._prefix + target, None, headers)
@@ -150,7 +156,7 @@ class Transport:
                 return resp.read(n)
 
         try:
-            yield resp.status, read
+            yield resp.status, media_type(resp.getheader("Content-Type")), read
         except BaseException:
             conn.close()
             raise
@@ -254,7 +260,7 @@ class Transport:
         body: bytes | None,
         headers: Mapping[str, str],
         what: str,
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, str, bytes]:
         import urllib3  # noqa: PLC0415 - only for kubeconfigs that name a proxy
 
         try:
@@ -271,7 +277,12 @@ class Transport:
                 f"({what}): {type(exc).__name__}",
                 hint="is the cluster up? check the kubeconfig's server and proxy-url",
             ) from None
-        return int(resp.status), bytes(resp.data)
+        return int(resp.status), media_type(resp.headers.get("Content-Type")), bytes(resp.data)
+
+
+def media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type header, without parameters, lower case."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
 
 
 def _tls_context(creds: Credentials) -> ssl.SSLContext:

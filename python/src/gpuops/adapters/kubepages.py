@@ -17,7 +17,7 @@ is never computed from a page we could not read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -124,12 +124,27 @@ _NO_NODE_META, _NO_NODE_SPEC, _NO_NODE_STATUS = _NodeMeta(), _NodeSpec(), _NodeS
 _NO_POD_META, _NO_POD_SPEC = _PodMeta(), _PodSpec()
 
 
-class PageError(Exception):
-    """A page that is not JSON (``invalid``) or not of the expected shape."""
+class PageReader(Protocol[T]):
+    """Decodes one LIST answer fed in pieces (JSON: :class:`ListReader`; protobuf:
+    :class:`.kubeproto.ProtoListReader`)."""
 
-    def __init__(self, *, invalid: bool) -> None:
-        super().__init__("invalid JSON" if invalid else "unexpected shape")
-        self.invalid = invalid
+    token: str  # the list's continue token, once the head is read
+
+    @property
+    def head_read(self) -> bool: ...
+
+    def feed(self, data: bytes) -> list[T]: ...
+
+    def end(self) -> list[T]: ...
+
+
+class PageError(Exception):
+    """A page that does not parse (``invalid``; ``encoding`` says as what) or is not of the
+    expected shape."""
+
+    def __init__(self, *, invalid: bool, encoding: str = "JSON") -> None:
+        super().__init__(f"invalid {encoding}" if invalid else "unexpected shape")
+        self.invalid, self.encoding = invalid, encoding
 
 
 def _decode(decoder: msgspec.json.Decoder[_Page[Any]], raw: bytes) -> _Page[Any]:
@@ -145,20 +160,31 @@ def _decode(decoder: msgspec.json.Decoder[_Page[Any]], raw: bytes) -> _Page[Any]
 def node_page(raw: bytes, resources: Resources = None) -> tuple[str, list[Node]]:
     """(the page's continue token, its nodes); see :func:`.kubedecode.node_from_api`."""
     page = _decode(_NODE_PAGE, raw)
-    return _token(page), [_node(n, resources) for n in page.items]
+    return _token(page), [node_item(n, resources) for n in page.items]
 
 
 def pod_page(raw: bytes, resources: Resources = None) -> tuple[str, list[Pod]]:
     """(the page's continue token, its pods); see :func:`.kubedecode.pod_from_api`."""
     page = _decode(_POD_PAGE, raw)
-    return _token(page), [_pod(p, resources) for p in page.items]
+    return _token(page), [pod_item(p, resources) for p in page.items]
 
 
 def _token(page: _Page[Any]) -> str:
     return (page.metadata.continue_ if page.metadata else None) or ""
 
 
-def _node(n: _Node, keep: Resources) -> Node:
+def _as_read(values: Any, _keep: Resources) -> Any:
+    """Resource amounts as JSON has them (:func:`.kubeshape.amounts` picks ``keep``)."""
+    return values
+
+
+#: How a decoded object's resource map (allocatable, requests, ...) becomes name -> quantity:
+#: as read for JSON, from ``Quantity`` messages for protobuf (:mod:`.kubeproto`).
+Quantities = Callable[[Any, Resources], Any]
+
+
+def node_item(n: Any, keep: Resources, quantities: Quantities = _as_read) -> Node:
+    """A node from its decoded item (JSON or protobuf: the same field names)."""
     meta = n.metadata or _NO_NODE_META
     spec = n.spec or _NO_NODE_SPEC
     status = n.status or _NO_NODE_STATUS
@@ -175,25 +201,26 @@ def _node(n: _Node, keep: Resources) -> Node:
         unschedulable=bool(spec.unschedulable),
         ready=ready,
         not_ready_reason=reason,
-        allocatable=amounts(status.allocatable, what, "status.allocatable", keep),
-        capacity=amounts(status.capacity, what, "status.capacity", keep),
+        allocatable=amounts(quantities(status.allocatable, keep), what, "status.allocatable", keep),
+        capacity=amounts(quantities(status.capacity, keep), what, "status.capacity", keep),
     )
 
 
-def _containers(items: list[_Container] | None, what: str, keep: Resources) -> list[Container]:
+def _containers(items: Any, what: str, keep: Resources, quantities: Quantities) -> list[Container]:
     out = []
     for c in items or ():
         res = c.resources
         if res is None:
             continue
-        requests = amounts(res.requests, what, "resources.requests", keep)
-        limits = amounts(res.limits, what, "resources.limits", keep)
+        requests = amounts(quantities(res.requests, keep), what, "resources.requests", keep)
+        limits = amounts(quantities(res.limits, keep), what, "resources.limits", keep)
         if requests or limits:
             out.append(Container(requests, limits, c.restartPolicy or ""))
     return out
 
 
-def _pod(p: _Pod, keep: Resources) -> Pod:
+def pod_item(p: Any, keep: Resources, quantities: Quantities = _as_read) -> Pod:
+    """A pod from its decoded item (JSON or protobuf: the same field names)."""
     meta = p.metadata or _NO_POD_META
     spec = p.spec or _NO_POD_SPEC
     what = f"pod {meta.namespace}/{meta.name}"
@@ -201,9 +228,9 @@ def _pod(p: _Pod, keep: Resources) -> Pod:
     for ref in meta.ownerReferences or ():
         if ref.controller:
             owner = f"{ref.kind}/{ref.name}"
-    containers = _containers(spec.containers, what, keep)
-    init_containers = _containers(spec.initContainers, what, keep)
-    overhead = amounts(spec.overhead, what, "spec.overhead", keep)
+    containers = _containers(spec.containers, what, keep, quantities)
+    init_containers = _containers(spec.initContainers, what, keep, quantities)
+    overhead = amounts(quantities(spec.overhead, keep), what, "spec.overhead", keep)
     return Pod(
         namespace=meta.namespace,
         name=meta.name,
@@ -318,9 +345,9 @@ class ListReader(Generic[T]):
 
 def node_reader(resources: Resources = None) -> ListReader[Node]:
     """A :class:`ListReader` of nodes; see :func:`node_page`."""
-    return ListReader(_NODE_PAGE, _NODE_ITEMS, lambda n: _node(n, resources))
+    return ListReader(_NODE_PAGE, _NODE_ITEMS, lambda n: node_item(n, resources))
 
 
 def pod_reader(resources: Resources = None) -> ListReader[Pod]:
     """A :class:`ListReader` of pods; see :func:`pod_page`."""
-    return ListReader(_POD_PAGE, _POD_ITEMS, lambda p: _pod(p, resources))
+    return ListReader(_POD_PAGE, _POD_ITEMS, lambda p: pod_item(p, resources))
