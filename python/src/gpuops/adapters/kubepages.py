@@ -212,8 +212,11 @@ def _containers(items: Any, what: str, keep: Resources, quantities: Quantities) 
         res = c.resources
         if res is None:
             continue
-        requests = amounts(quantities(res.requests, keep), what, "resources.requests", keep)
-        limits = amounts(quantities(res.limits, keep), what, "resources.limits", keep)
+        requested, limited = quantities(res.requests, keep), quantities(res.limits, keep)
+        if not requested and not limited:  # most containers of a large cluster: none we keep
+            continue
+        requests = amounts(requested, what, "resources.requests", keep)
+        limits = amounts(limited, what, "resources.limits", keep)
         if requests or limits:
             out.append(Container(requests, limits, c.restartPolicy or ""))
     return out

@@ -136,9 +136,14 @@ _NODE_LIST, _POD_LIST = message_type("NodeList"), message_type("PodList")
 def quantities(values: Any, keep: Resources) -> Mapping[str, str]:
     """A map of ``Quantity`` messages as the JSON one (name -> quantity string); with
     ``keep``, only those names."""
+    if not values:
+        return _NONE
     if keep is None:
         return {name: q.string for name, q in values.items()}
     return {name: values[name].string for name in keep if name in values}
+
+
+_NONE: Mapping[str, str] = {}
 
 
 def status(body: bytes) -> dict[str, Any] | None:
