@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -296,52 +296,6 @@ class Sample:
     seconds: float
     rss_kib: int  # peak RSS of the process (sum over the processes of a pipeline)
     note: str = ""
-    #: the API server's CPU seconds while this ran, less its background rate (kwok's
-    #: heartbeats, the controllers) over the same time; None where not measured
-    server_cpu_s: float | None = None
-
-
-#: seconds left after each approach before the API server's CPU is read again (its garbage
-#: collection of a large LIST runs after the answer is sent)
-SETTLE_S = 2.0
-
-
-class ServerCpu:
-    """CPU seconds used so far by the lab's kube-apiserver (``/proc/PID/stat``), the process
-    named by the lab's pid file and checked by its start time; read only, never signalled."""
-
-    def __init__(self, lab_dir: Path) -> None:
-        self.pid: int | None = None
-        try:
-            rec = json.loads((lab_dir / "pids" / "kube-apiserver.pid").read_text())
-            if self._stat(int(rec["pid"]))[19] == str(rec["start"]):
-                self.pid = int(rec["pid"])
-        except (OSError, ValueError, KeyError, IndexError):
-            self.pid = None
-        self.hz = os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _stat(pid: int) -> list[str]:
-        # fields after the command name: state is [0], utime [11], stime [12], starttime [19]
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-    def seconds(self) -> float | None:
-        if self.pid is None:
-            return None
-        try:
-            f = self._stat(self.pid)
-        except OSError:
-            return None
-        return (int(f[11]) + int(f[12])) / self.hz
-
-    def background(self, seconds: float = 3.0) -> float | None:
-        """The server's CPU rate (cores) with nothing of ours running."""
-        before, t0 = self.seconds(), time.perf_counter()
-        time.sleep(seconds)
-        after = self.seconds()
-        if before is None or after is None:
-            return None
-        return (after - before) / (time.perf_counter() - t0)
 
 
 TIME = Path("/usr/bin/time")
@@ -567,11 +521,6 @@ def summarise(samples: Mapping[str, list[Sample]]) -> dict[str, dict[str, Any]]:
             "min_s": round(min(secs), 3),
             "runs_s": [round(x, 3) for x in secs],
             "peak_rss_mib": round(max(s.rss_kib for s in ss) / 1024, 1),
-            "server_cpu_s": (
-                round(statistics.median(cpu), 2)
-                if (cpu := [s.server_cpu_s for s in ss if s.server_cpu_s is not None])
-                else None
-            ),
             "note": ss[-1].note,
         }
     floor = out.get("floor", {}).get("median_s")
@@ -610,24 +559,20 @@ def targets(
 def render(rows: Mapping[str, Mapping[str, Any]], goals: Sequence[Mapping[str, Any]]) -> str:
     head = (
         f"{'approach':<15} {'median s':>9} {'min s':>8} {'x floor':>8} {'x gpuops':>9} "
-        f"{'x kva':>6} {'peak RSS MiB':>13} {'API CPU s':>10}  note"
+        f"{'x kva':>6} {'peak RSS MiB':>13}  note"
     )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
         lines.append(
             f"{name:<15} {r['median_s']:>9.3f} {r['min_s']:>8.3f} {r['x_floor'] or 0:>8.2f} "
-            f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f} "
-            f"{_num(r.get('server_cpu_s')):>10}  {r['note']}"
+            f"{r['x_gpuops'] or 0:>9.2f} {r['x_kva'] or 0:>6.2f} {r['peak_rss_mib']:>13.1f}  "
+            f"{r['note']}"
         )
     lines.append("")
     for g in goals:
         mark = "skipped" if g["met"] is None else "MET" if g["met"] else "MISSED"
         lines.append(f"target {g['target']:<44} {mark}")
     return "\n".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
 
 
 def find_kva(arg: str | None) -> tuple[Path | None, str]:
@@ -756,19 +701,11 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
             approaches["floor-paged"] = partial(b.floor, args.paged_floor)
         samples: dict[str, list[Sample]] = {n: [] for n in [*approaches, "floor-walk"]}
         internal: list[dict[str, float]] = []
-        server = ServerCpu(c.lab_dir)
         for rnd in range(args.warmup + args.repeat):
             timed = rnd >= args.warmup
             label = f"run {rnd + 1 - args.warmup}" if timed else "warm-up"
-            time.sleep(SETTLE_S)  # the server's garbage collection of the last LISTs
-            rate = server.background()
             for name, fn in approaches.items():  # round-robin: load drifts hit all alike
-                before, t0 = server.seconds(), time.perf_counter()
                 s = fn()
-                time.sleep(SETTLE_S)  # its collection belongs to this approach
-                after, window = server.seconds(), time.perf_counter() - t0
-                if rate is not None and before is not None and after is not None:
-                    s = replace(s, server_cpu_s=after - before - rate * window)
                 if timed:
                     samples[name].append(s)
                     if name == "gpuops":

@@ -1,4 +1,5 @@
 import groovy.transform.Field
+import org.gpuops.Credentials
 import org.gpuops.StepParams
 
 // buildImage: build, tag, push and record a container image (S-19 .. S-21, S-36).
@@ -27,12 +28,9 @@ Map call(Map config = [:]) {
         error("[${STEP_NAME}] recordFile: '${cli.record_file}' must be relative to the workspace " +
             'to be archived (or set archiveRecord: false) (invalid-input)')
     }
-    List credentials = []
-    if (step.registryCredentialsId) {
-        credentials.add([type: 'usernamePassword', id: step.registryCredentialsId,
-                         usernameVariable: cli.registry_username_env ?: 'GPUOPS_REGISTRY_USERNAME',
-                         passwordVariable: cli.registry_password_env ?: 'GPUOPS_REGISTRY_PASSWORD'])
-    }
+    List credentials = Credentials.bindings(registry: step.registryCredentialsId,
+                                            registryUsernameVariable: cli.registry_username_env,
+                                            registryPasswordVariable: cli.registry_password_env)
     Map record = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials).result
     if (step.archiveRecord) {
         archiveArtifacts(artifacts: cli.record_file, fingerprint: true)

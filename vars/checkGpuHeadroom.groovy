@@ -1,4 +1,5 @@
 import groovy.transform.Field
+import org.gpuops.Credentials
 import org.gpuops.StepParams
 
 // checkGpuHeadroom: does a workload shape fit on the cluster's free GPUs right now?
@@ -25,14 +26,8 @@ Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
     Map cli = params.cli
-    List credentials = []
-    if (step.kubeconfigCredentialsId) {
-        credentials.add([type: 'file', id: step.kubeconfigCredentialsId, variable: 'KUBECONFIG'])
-    }
-    if (step.webhookCredentialsId) {
-        credentials.add([type: 'string', id: step.webhookCredentialsId,
-                         variable: cli.webhook_url_env ?: 'GPUOPS_WEBHOOK_URL'])
-    }
+    List credentials = Credentials.bindings(kubeconfig: step.kubeconfigCredentialsId,
+                                            webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env)
     Map report = step.report ? [dir: "gpuops-reports/${STEP_NAME}", page: 'capacity.html', title: 'GPU capacity'] : [:]
     Map outcome = gpuopsExec(stepName: STEP_NAME, command: COMMAND, params: cli, credentials: credentials,
                              allowCategories: ['gate-refused'], report: report)

@@ -1,4 +1,5 @@
 import groovy.transform.Field
+import org.gpuops.Credentials
 import org.gpuops.NodeSteps
 import org.gpuops.StepParams
 
@@ -24,11 +25,8 @@ Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
     Map cli = params.cli
-    List credentials = NodeSteps.credentials(step.sshCredentialsId, null)
-    if (step.webhookCredentialsId) {
-        credentials.add([type: 'string', id: step.webhookCredentialsId,
-                         variable: cli.webhook_url_env ?: 'GPUOPS_WEBHOOK_URL'])
-    }
+    List credentials = Credentials.bindings(ssh: step.sshCredentialsId,
+                                            webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env)
     return NodeSteps.run(this, cli,
         [folder: 'report_dir', page: 'fleet.html', title: 'GPU fleet health', credentials: credentials,
          allow: ['gate-refused', 'unreachable'], mode: step.onCritical])

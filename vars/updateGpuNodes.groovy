@@ -1,4 +1,5 @@
 import groovy.transform.Field
+import org.gpuops.Credentials
 import org.gpuops.NodeSteps
 import org.gpuops.StepParams
 
@@ -22,7 +23,7 @@ import org.gpuops.StepParams
 Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
-    List credentials = NodeSteps.credentials(step.sshCredentialsId, step.kubeconfigCredentialsId)
+    List credentials = Credentials.bindings(ssh: step.sshCredentialsId, kubeconfig: step.kubeconfigCredentialsId)
     return NodeSteps.run(this, params.cli,
         [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
          allow: ['failed', 'gate-refused'], mode: step.onFailure])

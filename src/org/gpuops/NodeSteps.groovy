@@ -3,31 +3,14 @@ package org.gpuops
 import com.cloudbees.groovy.cps.NonCPS
 
 /**
- * What the node steps (updateGpuNodes, inspectGpuNodes) share: the SSH key bound into
- * environment variables only (S-25: withCredentials(sshUserPrivateKey ...), through
- * gpuopsExec), one lock per inventory, and where the reports go in the workspace.
+ * What the node steps (updateGpuNodes, inspectGpuNodes) share: one lock per inventory, where
+ * the reports go in the workspace, and one runner. Their SSH key is bound into environment
+ * variables only (S-25: withCredentials(sshUserPrivateKey ...) through gpuopsExec; the
+ * bindings: {@link Credentials}).
  */
 class NodeSteps implements Serializable {
 
     private static final long serialVersionUID = 1L
-
-    /** The variables the CLI reads the SSH key file and user from (gpuops.adapters.ansible). */
-    static final String KEY_FILE_VARIABLE = 'GPUOPS_SSH_KEY_FILE'
-    static final String USER_VARIABLE = 'GPUOPS_SSH_USER'
-
-    /** Credential bindings for gpuopsExec: the SSH key and, optionally, a kubeconfig file. */
-    @NonCPS
-    static List<Map> credentials(String sshId, String kubeconfigId) {
-        List<Map> bindings = []
-        if (sshId) {
-            bindings.add([type: 'sshUserPrivateKey', id: sshId, keyFileVariable: KEY_FILE_VARIABLE,
-                          usernameVariable: USER_VARIABLE])
-        }
-        if (kubeconfigId) {
-            bindings.add([type: 'file', id: kubeconfigId, variable: 'KUBECONFIG'])
-        }
-        return bindings
-    }
 
     /** The lock resource of an inventory: runs against the same inventory never overlap. */
     @NonCPS

@@ -28,24 +28,12 @@ class ReleaseFlow implements Serializable {
         checkout: 'boolean', approvalTimeoutMinutes: 'int',
     ].asImmutable()
 
-    /** Credential bindings for gpuopsExec: secrets reach the CLI as environment variables only. */
-    static List<Map> credentials(Map step) {
-        List<Map> bindings = []
-        if (step.kubeconfigCredentialsId) {
-            bindings.add([type: 'file', id: step.kubeconfigCredentialsId, variable: 'KUBECONFIG'])
-        }
-        if (step.registryCredentialsId) {
-            bindings.add([type: 'usernamePassword', id: step.registryCredentialsId,
-                          usernameVariable: 'GPUOPS_REGISTRY_USERNAME', passwordVariable: 'GPUOPS_REGISTRY_PASSWORD'])
-        }
-        return bindings
-    }
-
     /** A release step (promoteTag, rollbackRelease: a vars/ script with STEP_NAME, COMMAND and
      * this class's DEFAULTS and TYPES): its parameters, then run() with gpuopsExec. */
     static Map step(Object script, Map config) {
         Map params = StepParams.prepare(script, config)
-        List credentials = credentials(params.step)
+        List credentials = Credentials.bindings(kubeconfig: params.step.kubeconfigCredentialsId,
+                                                registry: params.step.registryCredentialsId)
         String stepName = script.STEP_NAME
         List command = script.COMMAND
         return run(script, stepName, params.step, params.cli) { Map values ->
