@@ -103,11 +103,11 @@ def sample_pods(n: int) -> list[dict[str, Any]]:
 
 
 def test_the_continue_token_is_read_before_the_items_arrive() -> None:
-    raw = envelope("Pod", sample_pods(50), "next-page")
+    raw = envelope("Pod", sample_pods(150), "next-page")  # items decoded in runs of 64
     reader = kubeproto.pod_reader()
     assert reader.feed(raw[:80]) == [] and reader.head_read and reader.token == "next-page"
     got = reader.feed(raw[80:]) + reader.end()
-    assert [p.name for p in got] == [f"p{i}" for i in range(50)]
+    assert [p.name for p in got] == [f"p{i}" for i in range(150)]
     assert got[0].requests == {"nvidia.com/gpu": 2} and got[0].node_name == "gpu-1"
 
 

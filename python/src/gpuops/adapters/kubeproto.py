@@ -181,6 +181,9 @@ def _varint(buf: bytearray, at: int) -> tuple[int, int] | None:
 
 
 _VARINT, _FIXED64, _DELIMITED, _FIXED32 = 0, 1, 2, 5
+#: Items parsed by one upb call: the parse (with every field gpuops skips, kept by upb as
+#: unknown fields) lives until its items are converted, so runs are kept small.
+_RUN_ITEMS = 64
 
 
 def _field(buf: bytearray, at: int) -> tuple[int, int, int, int] | None:
@@ -281,7 +284,7 @@ class ProtoListReader(Generic[T]):
 
     def _items(self) -> list[T]:
         """The whole fields of the list in the buffer: its metadata read, its items decoded."""
-        buf, at, first, last = self._buf, 0, -1, -1
+        buf, at, first, last, run = self._buf, 0, -1, -1, 0
         out: list[T] = []
         limit = min(len(buf), self._left)
         while at < limit:
@@ -293,17 +296,20 @@ class ProtoListReader(Generic[T]):
             number, wire, start, end = field
             if number == 2 and wire == _DELIMITED:
                 if first < 0:
-                    first = at
-                last = end
+                    first, run = at, 0
+                last, run = end, run + 1
+                if run == _RUN_ITEMS:  # decode in small runs: a run's parse lives at once
+                    out.extend(self._decode(first, last))
+                    first = -1
             else:
                 if first >= 0:  # another field after a run of items: decode the run
-                    out.extend(self._decode(buf[first:last]))
+                    out.extend(self._decode(first, last))
                     first = -1
                 if number == 1 and wire == _DELIMITED:
                     self._read_meta(bytes(buf[start:end]))
             at = end
         if first >= 0:
-            out.extend(self._decode(buf[first:last]))
+            out.extend(self._decode(first, last))
         self._left -= at
         del buf[:at]
         if self._left == 0:
@@ -318,9 +324,12 @@ class ProtoListReader(Generic[T]):
         self.token = getattr(meta, "continue")
         self._head = True
 
-    def _decode(self, run: bytearray) -> list[T]:
+    def _decode(self, first: int, last: int) -> list[T]:
+        """The items in ``_buf[first:last]`` (consecutive ``items`` fields: a list message)."""
+        with memoryview(self._buf) as view:
+            run = bytes(view[first:last])  # one copy (a bytearray slice would be two)
         try:
-            page = self._list_type.FromString(bytes(run))
+            page = self._list_type.FromString(run)
         except message.DecodeError:
             raise _corrupt() from None
         return [self._convert(i) for i in page.items]
