@@ -139,7 +139,13 @@ def host_tree(hdir: Path, host: GpuHost) -> None:
 
 
 def proxy_command(ctl_ns: str) -> str:
-    return f"/usr/bin/nsenter --net=/run/netns/{ctl_ns} /usr/bin/nc %h %p"
+    # ssh ends its ProxyCommand with SIGHUP; under a caller that ignores SIGHUP (nohup) nc
+    # would outlive ssh, hanging in connect() to a dead host while it holds the caller's
+    # stderr pipe open: the proxy gets SIGHUP's default back
+    return (
+        f"/usr/bin/env --default-signal=HUP /usr/bin/nsenter --net=/run/netns/{ctl_ns} "
+        "/usr/bin/nc %h %p"
+    )
 
 
 def ssh_config(hosts: list[tuple[GpuHost, Link]], key: Path, ctl_ns: str) -> str:
