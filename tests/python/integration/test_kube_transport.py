@@ -270,7 +270,7 @@ def test_protobuf_lists_give_what_json_lists_give(kube_lab: KubeLab) -> None:
                 kube.PAGE_SIZE = size
                 media.clear()
                 lists[accept, size] = (client.list_nodes(), client.list_bound_pods())
-                want = kube.PROTOBUF if accept == saved_accept else "application/json"
+                want = kube.PROTOBUF_MEDIA if accept == saved_accept else "application/json"
                 assert set(media) == {want}, (accept, size, media)
         proto, json_ = lists[saved_accept, 0], lists["application/json", 0]
         assert proto == json_ == lists[saved_accept, 3] == lists["application/json", 3]
@@ -293,7 +293,7 @@ def test_a_protobuf_status_answer_is_read_like_json(kube_lab: KubeLab) -> None:
             "/api/v1/namespaces/no-such-ns/pods/no-such-pod", what="get", accept=kube.LIST_ACCEPT
         ) as (status, media, read):
             body = b"".join(iter(lambda: read(1 << 16), b""))
-        assert (status, media) == (404, kube.PROTOBUF) and body.startswith(b"k8s\x00")
+        assert (status, media) == (404, kube.PROTOBUF_MEDIA) and body.startswith(b"k8s\x00")
         assert kube._status_reason(body) == "NotFound"
         assert 'pods "no-such-pod" not found' in kube._status_message(body)
         with pytest.raises(kube.NotFound):

@@ -42,6 +42,7 @@ from gpuops.adapters.kubedecode import (
     workload_selector,
 )
 from gpuops.adapters.kubehttp import Transport
+from gpuops.adapters.kubepages import PROTOBUF_MAGIC, PROTOBUF_MEDIA
 from gpuops.adapters.kubeshape import page_items
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubeinput import dns_label, dns_subdomain
@@ -84,8 +85,7 @@ _READ_SIZE, _HEAD_READ = 1 << 20, 1 << 14
 #: Node and pod LISTs are asked for in Kubernetes' protobuf encoding first (the API server
 #: encodes it several times faster than JSON: :mod:`.kubeproto`), JSON where a server or a
 #: proxy in front of it does not offer it.
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-LIST_ACCEPT = f"{PROTOBUF}, application/json"
+LIST_ACCEPT = f"{PROTOBUF_MEDIA}, application/json"
 #: A page's reader for the media type of its answer.
 _Readers = Callable[[str], kubepages.PageReader[T]]
 #: Pods that hold resources on a node: bound and not terminal.
@@ -557,7 +557,7 @@ _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
 
 
 def _node_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Node]:
-    if media == PROTOBUF:
+    if media == PROTOBUF_MEDIA:
         from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
 
         return kubeproto.node_reader(resources)
@@ -565,7 +565,7 @@ def _node_reader(resources: frozenset[str] | None, media: str) -> kubepages.Page
 
 
 def _pod_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Pod]:
-    if media == PROTOBUF:
+    if media == PROTOBUF_MEDIA:
         from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
 
         return kubeproto.pod_reader(resources)
@@ -618,7 +618,7 @@ def _list_not_served(what: str, server: str, path: str) -> OperationFailed:
 
 def _status_doc(data: bytes) -> Any:
     """A Status answer (or any JSON answer) as JSON; ``None`` when it is neither."""
-    if data.startswith(b"k8s\x00"):  # protobuf, to a LIST that asked for it first
+    if data.startswith(PROTOBUF_MAGIC):  # protobuf, to a LIST that asked for it first
         from gpuops.adapters import kubeproto  # noqa: PLC0415 - protobuf only when answered
 
         return kubeproto.status(data)

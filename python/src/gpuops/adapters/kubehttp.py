@@ -142,7 +142,7 @@ class Transport:
         where ``read(n)`` returns the body's next bytes (at most ``n``; ``b""`` at its end),
         so that a large LIST is decoded while it arrives. Transport failures raise
         :class:`Unreachable` as in :meth:`request`."""
-        headers = {**self._headers(None, ""), "Accept": accept}
+        headers = self._headers(None, "", accept)
         if self._proxy is not None:
             status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
             chunks = iter((data,))
@@ -165,8 +165,10 @@ class Transport:
         else:
             conn.close()
 
-    def _headers(self, body: bytes | None, content_type: str) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+    def _headers(
+        self, body: bytes | None, content_type: str, accept: str = "application/json"
+    ) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": _USER_AGENT}
         auth = self._creds.authorization() if self._creds.authorization else None
         if auth:
             if not auth.isprintable():  # a token with a line break would split the header

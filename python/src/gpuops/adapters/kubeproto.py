@@ -30,12 +30,11 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
+from gpuops.adapters.kubepages import PROTOBUF_MAGIC as MAGIC
 from gpuops.adapters.kubepages import PageError, node_item, pod_item
 from gpuops.adapters.kubeshape import Resources
 from gpuops.core.kubemodel import Node, Pod
 
-CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
-MAGIC = b"k8s\x00"
 T = TypeVar("T")
 
 _F = descriptor_pb2.FieldDescriptorProto
