@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuops import fsio
+from gpuops.core.values import key_shown, shown
 from gpuops.errors import GpuOpsError, InvalidInput
 
 PARAMS_ENV = "GPUOPS_PARAMS_FILE"
@@ -35,49 +36,40 @@ MAX_PARAMS_BYTES = 1 << 20
 def load_params(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a parameters document; any defect is an :class:`InvalidInput` naming the file."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_PARAMS_BYTES:
-            raise InvalidInput(
-                f"parameters file {p} is {size} bytes; the limit is {MAX_PARAMS_BYTES}",
-                hint="pass shapes and names, not payloads",
-            )
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(p):
         raise InvalidInput(
-            f"parameters file {p} does not exist (from ${PARAMS_ENV} or --params-file)",
+            f"parameters file {shown(str(p), 200)} does not exist (from ${PARAMS_ENV} or "
+            "--params-file)",
             hint=f"write the JSON parameters first or unset {PARAMS_ENV}",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"cannot read parameters file {p}: {exc}") from exc
+            field="params_file",
+        )
+    text = fsio.read_text(p, cap=MAX_PARAMS_BYTES, what="parameters file", option="params_file")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(
-            f"parameters file {p} is not valid JSON: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno}"
+            f"parameters file {shown(str(p), 200)} is not valid JSON: {exc.msg} at line "
+            f"{exc.lineno} column {exc.colno}"
         ) from None
     if not isinstance(doc, dict):
-        raise InvalidInput(f"parameters file {p} must hold a JSON object, not {type(doc).__name__}")
+        raise InvalidInput(
+            f"parameters file {shown(str(p), 200)} must hold a JSON object, not "
+            f"{type(doc).__name__}"
+        )
     for key in doc:
         if not key.replace("_", "").isalnum() or not key[:1].isalpha():
-            raise InvalidInput(f"parameters file {p}: {key!r} is not a parameter name")
+            raise InvalidInput(
+                f"parameters file {shown(str(p), 200)}: {key_shown(key)} is not a parameter name"
+            )
     return doc
 
 
-def write_document(path: str | os.PathLike[str], doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` as JSON to ``path`` atomically."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=True, default=str)
-            fh.write("\n")
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_document(
+    path: str | os.PathLike[str], doc: Mapping[str, Any], *, option: str, parents: bool = False
+) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically, through the one writer (which redacts);
+    ``parents``: make its missing folders (a build record under the workspace)."""
+    fsio.write_json_file(path, dict(doc), option=option, parents=parents)
 
 
 def result_document(command: str, result: Mapping[str, Any]) -> dict[str, Any]:

@@ -173,6 +173,18 @@ def test_bad_params_are_invalid_input_and_name_the_culprit(
     assert needle in doc["error"]["message"]
 
 
+def test_a_params_key_that_is_no_name_is_never_quoted(tmp_path: Path) -> None:
+    """A file that is not a parameters document (a password file) has its content for keys."""
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"root:$y$j9T$saltsalt$hashhash": 1}))
+    err_file = tmp_path / "error.json"
+    rc = run(["--params-file", str(params), "--error-file", str(err_file), "probe", "echo"])
+    assert rc == ExitCode.INVALID_INPUT
+    message = json.loads(err_file.read_text())["error"]["message"]
+    assert "hashhash" not in message and "saltsalt" not in message
+    assert "is not a parameter name" in message
+
+
 def test_missing_params_file_is_invalid_input(tmp_path: Path) -> None:
     err_file = tmp_path / "error.json"
     rc = run(

@@ -16,6 +16,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gpuops import fsio
+from gpuops.adapters.kubecreds import MAX_BYTES
 from gpuops.errors import InvalidInput, Unreachable
 from gpuops.logs import remember_secret
 
@@ -120,10 +122,10 @@ def check_kubeconfig(path: str, context: str | None) -> str | None:
             continue  # like the client: files of a list that do not exist are skipped
         p = Path(one).expanduser()
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or type(exc).__name__
-            raise InvalidInput(f"cannot read kubeconfig {p}: {why}", hint=_HINT) from None
+            text = fsio.read_text(p, cap=MAX_BYTES, what="kubeconfig", option="kubeconfig")
+        except InvalidInput as exc:
+            exc.hint = _HINT
+            raise
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -157,12 +159,37 @@ def check_kubeconfig(path: str, context: str | None) -> str | None:
         raise InvalidInput(
             f"kubeconfig {where}: cluster {cluster_name!r} has no server", hint=_HINT
         )
+    user = (
+        _named(docs, "users", user_name, "user", where)
+        if isinstance(user_name, str) and user_name
+        else {}
+    )
+    _check_files(docs, [(cluster, "certificate-authority")] + [
+        (user, k) for k in ("tokenFile", "client-certificate", "client-key")
+    ])  # fmt: skip
     if isinstance(user_name, str) and user_name:
         # every value of the user entry (token, password, OIDC secrets, keys, exec env) is
         # redacted from whatever gpuops prints from now on, should any reach a message
         remember_secret(_user_secrets(_named(docs, "users", user_name, "user", where)))
         return user_name
     return None
+
+
+def _check_files(
+    docs: list[tuple[Path, Mapping[str, Any]]], fields: list[tuple[Mapping[str, Any], str]]
+) -> None:
+    """Files a kubeconfig names (a token, certificates, keys) must be regular files: the
+    official client reads them whole, and ``/dev/zero`` or a FIFO there would never end."""
+    for part, key in fields:
+        name = part.get(key) if isinstance(part, Mapping) else None
+        if not isinstance(name, str) or not name:
+            continue  # the loaders name a bad value
+        for folder in {p.parent for p, _ in docs}:
+            candidate = folder / Path(name).expanduser()
+            if os.path.lexists(candidate):
+                fsio.check_regular(
+                    candidate, cap=MAX_BYTES, what=f"kubeconfig {key}", option="kubeconfig"
+                )
 
 
 #: Fields of a kubeconfig user entry that hold secrets (auth-provider config: all of it).

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuops import fsio
+from gpuops.errors import InvalidInput
+
+#: Largest kubeconfig or token file read (configuration, not data).
+MAX_BYTES = 4 << 20
+
 #: The keys a plain kubeconfig's parts may have; any other key means "use the full loader".
 _CLUSTER_KEYS = frozenset(
     {
@@ -105,8 +111,11 @@ def plain_kubeconfig(kubeconfig: str | None, context: str | None) -> Credentials
         return None
     path = Path(spec).expanduser()
     try:
-        doc = _yaml(path.read_text())
-        return _from_doc(doc, context, path.absolute().parent)
+        text = fsio.read_text(path, cap=MAX_BYTES, what="kubeconfig", option="kubeconfig")
+    except InvalidInput:
+        return None  # the official loader's path names what is wrong with it
+    try:
+        return _from_doc(_yaml(text), context, path.absolute().parent)
     except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeError):
         return None
 
@@ -207,7 +216,11 @@ def _token(user: Mapping[str, Any], base: Path) -> str | None:
     elif "tokenFile" in user:
         name = _file(user["tokenFile"], base)
         # a token file usually ends with a newline; kubectl trims it too
-        token = Path(name).read_text().strip() if name else None
+        token = (
+            fsio.read_text(name, cap=MAX_BYTES, what="kubeconfig tokenFile").strip()
+            if name
+            else None
+        )
     else:
         return None
     if not isinstance(token, str):

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
 import socket
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuops import __version__
+from gpuops import __version__, fsio
 from gpuops.adapters.kubecreds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
@@ -305,23 +302,16 @@ def _tls_context(creds: Credentials) -> ssl.SSLContext:
 
 def _load_client_cert(ctx: ssl.SSLContext, creds: Credentials) -> None:
     """``ssl`` reads a certificate chain from files only: inline PEM goes to a private
-    temporary folder for the instant of loading it."""
-    with tempfile.TemporaryDirectory(prefix="gpuops-tls-") as tmp:
+    temporary folder (the one writer's) for the instant of loading it."""
+    with fsio.private_tempdir("gpuops-tls-") as tmp:
         cert, key = creds.cert_file, creds.key_file
         if creds.cert_pem is not None:
-            cert = _private_file(Path(tmp, "client.crt"), creds.cert_pem)
+            cert = str(tmp.save_secret("client.crt", creds.cert_pem))
         if creds.key_pem is not None:
-            key = _private_file(Path(tmp, "client.key"), creds.key_pem)
+            key = str(tmp.save_secret("client.key", creds.key_pem))
         if not cert:
             raise ValueError("a client key without a certificate")
         ctx.load_cert_chain(cert, key)
-
-
-def _private_file(path: Path, data: bytes) -> str:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return str(path)
 
 
 def _proxy_pool(creds: Credentials, ctx: ssl.SSLContext) -> Any:

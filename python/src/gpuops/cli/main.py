@@ -9,7 +9,6 @@ group (the lab package adds ``gpuops lab``).
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 import sys
@@ -30,6 +29,7 @@ from gpuops.contract import (
     result_document,
     write_document,
 )
+from gpuops.core.values import without_userinfo
 from gpuops.errors import (
     ExitCode,
     GpuOpsError,
@@ -199,11 +199,14 @@ def _check_writable(what: str, path: str | None) -> None:
 def _emit(runtime: Runtime, outcome: Outcome) -> None:
     if runtime.result_file:
         try:
-            write_document(runtime.result_file, result_document(runtime.command, outcome.data))
-        except OSError as exc:
+            write_document(
+                runtime.result_file,
+                result_document(runtime.command, outcome.data),
+                option="result_file",
+            )
+        except GpuOpsError as exc:
             raise OperationFailed(
-                f"the result file {runtime.result_file} could not be written "
-                f"({exc.strerror or type(exc).__name__})",
+                f"the result file could not be written: {exc.message}",
                 hint="the operation itself completed; check the path and free space",
             ) from None
     if runtime.output == "json":
@@ -211,32 +214,42 @@ def _emit(runtime: Runtime, outcome: Outcome) -> None:
             doc: Mapping[str, Any] = outcome.data
         else:
             doc = result_document(runtime.command, outcome.data)
-        click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+        click.echo(_redacted_json(doc))
     elif outcome.text:
-        click.echo(outcome.text)
+        click.echo(_redacted(outcome.text))
+
+
+def _redacted_json(doc: Mapping[str, Any]) -> str:
+    """``doc`` as gpuops prints it: the JSON of the files, redacted the same way."""
+    from gpuops.fsio import dumps  # noqa: PLC0415 - stdlib only; the one redaction
+
+    return dumps(doc).rstrip("\n")
+
+
+def _redacted(text: str) -> str:
+    from gpuops.fsio import redact_text  # noqa: PLC0415
+
+    return redact_text(text)
 
 
 def _fail(runtime: Runtime, error: GpuOpsError, outcome: Outcome | None = None) -> int:
     """Report ``error``: the error document (with the operation's ``result`` when it ran,
     e.g. a refused gate's numbers) to the error file and, as asked, stderr."""
     secrets = secret_values()
-    error.message = redact(error.message, secrets)
-    error.hint = redact(error.hint, secrets) if error.hint else error.hint
+    # no URL in a message keeps its user:password@, whoever built the message
+    error.message = redact(without_userinfo(error.message), secrets)
+    error.hint = redact(without_userinfo(error.hint), secrets) if error.hint else error.hint
     doc = error_document(runtime.command, error, outcome.data if outcome else None)
     if runtime.error_file:
         try:
-            write_document(runtime.error_file, doc)
-        except OSError as exc:  # the error must still reach the user
-            click.echo(
-                f"gpuops: cannot write the error file {runtime.error_file}: "
-                f"{exc.strerror or type(exc).__name__}",
-                err=True,
-            )
+            write_document(runtime.error_file, doc, option="error_file")
+        except GpuOpsError as exc:  # the error must still reach the user
+            click.echo(f"gpuops: the error file could not be written: {exc.message}", err=True)
     if runtime.output == "json":
-        click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str), err=True)
+        click.echo(_redacted_json(doc), err=True)
     else:
         if outcome is not None and outcome.text:
-            click.echo(outcome.text)
+            click.echo(_redacted(outcome.text))
         click.echo(f"gpuops: error: {error.message}", err=True)
         if error.hint:
             click.echo(f"hint: {error.hint}", err=True)

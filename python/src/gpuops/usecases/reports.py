@@ -6,12 +6,13 @@ Input is a result document (``{"ok": true, "result": …}``), an error document 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuops import fsio
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 from gpuops.render.html.page import Written
 
@@ -24,6 +25,7 @@ class ReportRequest:
     kind: str
     input: Path
     out: Path
+    option: str = "out"  # the option that named ``out``, for its errors
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class ReportOutcome:
         return {"kind": self.kind, **self.written.to_dict()}
 
 
-def _writers() -> dict[str, Callable[[Mapping[str, Any], Path], Written]]:
+def _writers() -> dict[str, Callable[[Mapping[str, Any], fsio.OutDir], Written]]:
     from gpuops.render.html import capacity, nodes, releases  # noqa: PLC0415 - when used
 
     return {
@@ -51,22 +53,10 @@ KINDS = ("capacity", "fleet", "node-update", "releases")
 
 def load_result(path: Path) -> Mapping[str, Any]:
     """The ``result`` object of a result/error document, or a bare result object."""
-    try:
-        if path.stat().st_size > MAX_INPUT_BYTES:
-            raise InvalidInput(
-                f"input {path} is larger than {MAX_INPUT_BYTES >> 20} MiB", field="input"
-            )
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInput(f"input {path} does not exist", field="input") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(
-            f"cannot read input {path} ({type(exc).__name__})", field="input"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            f"input {path} is not JSON: {exc.msg} at line {exc.lineno}", field="input"
-        ) from None
+    from gpuops.render.html import inputs  # noqa: PLC0415 - with the pages
+
+    text = fsio.read_text(path, cap=MAX_INPUT_BYTES, what="input", option="input")
+    doc = inputs.loads(text, shown(str(path), 200))  # strictly: NaN, a key twice, ... exit 2
     if isinstance(doc, dict) and "ok" in doc and "command" in doc:
         doc = doc.get("result")
     if not isinstance(doc, dict):
@@ -80,5 +70,18 @@ def load_result(path: Path) -> Mapping[str, Any]:
 
 def render(request: ReportRequest, result: Mapping[str, Any] | None = None) -> ReportOutcome:
     """Write the ``kind`` page for ``result`` (read from ``request.input`` when not given)."""
-    data = load_result(request.input) if result is None else result
-    return ReportOutcome(request.kind, _writers()[request.kind](data, request.out))
+    out = fsio.OutDir(request.out, option=request.option)  # checked now, made when written
+    if result is not None:
+        return ReportOutcome(request.kind, _writers()[request.kind](result, out))
+    from gpuops.render.html import inputs  # noqa: PLC0415 - with the pages
+
+    source = shown(str(request.input), 200)
+    data = load_result(request.input)
+    inputs.check(request.kind, data, source)  # what the page computes with, before it runs
+    try:
+        written = _writers()[request.kind](data, out)
+    except InvalidInput as exc:  # the page's own checks: name the file they are about
+        if exc.field not in (None, "input"):  # the out folder's own errors
+            raise
+        raise InvalidInput(f"input {source}: {exc.message}", hint=exc.hint, field="input") from None
+    return ReportOutcome(request.kind, written)

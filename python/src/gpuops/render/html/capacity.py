@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gpuops.errors import InvalidInput
+from gpuops.fsio import OutDir
 from gpuops.render.html import charts, page
 
 #: Nodes listed by name at most (the rest are counted).
@@ -165,6 +165,6 @@ def context(result: Mapping[str, Any]) -> tuple[dict[str, Any], list[charts.Char
     return ctx, made
 
 
-def write(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+def write(result: Mapping[str, Any], out_dir: OutDir) -> page.Written:
     ctx, made = context(result)
     return page.write(out_dir, "capacity", "capacity.html.j2", ctx, made)

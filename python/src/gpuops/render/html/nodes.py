@@ -11,11 +11,11 @@ groups are aggregates, and hosts are listed worst first up to a cap (the rest ar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gpuops.core.gpuhealth import HOST_ONLY_CHECKS
 from gpuops.errors import InvalidInput
+from gpuops.fsio import OutDir
 from gpuops.render.html import charts, page
 
 #: Hosts listed by name at most (the rest are counted; the JSON has them all).
@@ -242,7 +242,7 @@ def fleet_context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_fleet(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+def write_fleet(result: Mapping[str, Any], out_dir: OutDir) -> page.Written:
     return page.write(out_dir, "fleet", "fleet.html.j2", fleet_context(result), [])
 
 
@@ -425,7 +425,7 @@ def _timeline_chart(result: Mapping[str, Any]) -> charts.Chart | None:
     return charts.finish(chart, "timeline")
 
 
-def write_rollout(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+def write_rollout(result: Mapping[str, Any], out_dir: OutDir) -> page.Written:
     context = rollout_context(result)
     timeline = _timeline_chart(result)
     return page.write(

@@ -8,8 +8,6 @@ air-gapped Jenkins under its default Content-Security-Policy as on a laptop.
 from __future__ import annotations
 
 import datetime
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuops import __version__
-from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.fsio import OutDir
 from gpuops.render.html.charts import Chart
 
 STYLESHEET = "report.css"
@@ -54,20 +52,17 @@ def _stylesheet(charts: Iterable[Chart]) -> str:
 
 
 def write(
-    out_dir: Path, name: str, template: str, context: Mapping[str, Any], charts: Iterable[Chart]
+    out: OutDir | Path,
+    name: str,
+    template: str,
+    context: Mapping[str, Any],
+    charts: Iterable[Chart],
 ) -> Written:
-    """Render ``template`` with ``context`` into ``out_dir/<name>.html`` plus its stylesheet."""
+    """Render ``template`` with ``context`` into ``out/<name>.html`` plus its stylesheet, both
+    through the one writer (never through a link; redacted)."""
+    if not isinstance(out, OutDir):  # a folder named by a caller of the renderers
+        out = OutDir(out, option="out")
     chart_list = list(charts)
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(
-            f"report folder {out} cannot be created ({exc.strerror or type(exc).__name__})",
-            field="out",
-        ) from None
-    if not out.is_dir() or out.is_symlink():
-        raise InvalidInput(f"report folder {out} is not a directory", field="out")
     html = (
         _environment()
         .get_template(template)
@@ -79,23 +74,6 @@ def write(
             version=__version__,
         )
     )
-    page = out / f"{name}.html"
-    css = out / STYLESHEET
-    _write(page, html)
-    _write(css, _stylesheet(chart_list))
+    page = out.save_text(f"{name}.html", html)
+    css = out.save_text(STYLESHEET, _stylesheet(chart_list))
     return Written(page, (page, css))
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomically, and never through a symlink someone planted at ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        Path(tmp).chmod(0o644)  # a report is for reading: Jenkins and people serve it
-        Path(tmp).replace(path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OperationFailed(
-            f"cannot write the report file {path} ({exc.strerror or type(exc).__name__})"
-        ) from None

@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuops import fsio
 from gpuops.adapters.builder import Builder, BuildSpec, BuiltImage, Deadline
 from gpuops.adapters.registry import Credentials
 from gpuops.contract import write_document
 from gpuops.core import dockerfile as dockerfile_core
-from gpuops.core.cuda import image_cuda_version
+from gpuops.core.cuda import declared_cuda
 from gpuops.core.imagerecord import BuildRecord, oci_labels, rfc3339
 from gpuops.core.imageref import ImageRef
 from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
+from gpuops.fsio import MAX_DOCUMENT_BYTES
 from gpuops.usecases.images.registryops import RegistryAccess, copy_tag, inspect
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,9 @@ def _check(request: BuildRequest, now: datetime.datetime) -> _Checked:
     dockerfile = request.dockerfile or context / "Dockerfile"
     if not dockerfile.is_file():
         raise InvalidInput(f"Dockerfile {dockerfile} does not exist", field="dockerfile")
-    try:
-        text = dockerfile.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(
-            f"Dockerfile {dockerfile} cannot be read ({type(exc).__name__})", field="dockerfile"
-        ) from None
+    text = fsio.read_text(
+        dockerfile, cap=MAX_DOCUMENT_BYTES, what="Dockerfile", option="dockerfile"
+    )
     try:
         base = dockerfile_core.base_image(text, request.build_args, request.target)
     except InvalidInput as exc:
@@ -221,7 +220,7 @@ def _connect(request: BuildRequest) -> Builder:
 def _record(request: BuildRequest, checked: _Checked, built: BuiltImage) -> BuildRecord:
     config = built.config
     labels = {str(k): str(v) for k, v in (config.get("Labels") or {}).items()}
-    cuda, source = image_cuda_version(labels, config.get("Env") or [])
+    found = declared_cuda(labels, config.get("Env") or [])
     return BuildRecord(
         image=request.image.name,
         tags=checked.refs,
@@ -229,8 +228,10 @@ def _record(request: BuildRequest, checked: _Checked, built: BuiltImage) -> Buil
         git_revision=request.git_revision,
         build_url=request.link,
         base_image=checked.base_image,
-        cuda_version=str(cuda) if cuda else "unknown",
-        cuda_source=source,
+        cuda_version=str(found.version)
+        if found.version
+        else ("unreadable" if found.unreadable else "unknown"),
+        cuda_source=found.source,
         size_bytes=None,
         local_size_bytes=built.size,
         image_id=built.image_id,
@@ -246,19 +247,20 @@ def _record(request: BuildRequest, checked: _Checked, built: BuiltImage) -> Buil
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
     try:
-        write_document(path, doc)
-    except OSError as exc:
+        write_document(path, doc, option="record_file", parents=True)
+    except GpuOpsError as exc:
         raise OperationFailed(
-            f"the build record {path} could not be written ({exc.strerror or type(exc).__name__})",
+            f"the build record could not be written: {exc.message}",
             hint="the image was built and pushed; its record is in the command's result",
         ) from None
 
 
 def read_record(path: Path) -> dict[str, Any]:
     """A build record written by :func:`build` (for the release side)."""
+    text = fsio.read_text(path, cap=MAX_DOCUMENT_BYTES, what="build record")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        doc = json.loads(text)
+    except ValueError as exc:
         raise InvalidInput(f"build record {path} cannot be read ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("gpuops.image-build"):
         raise InvalidInput(f"{path} is not a gpuops build record")

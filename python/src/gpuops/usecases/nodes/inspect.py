@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuops.adapters import webhook
+from gpuops import fsio
+from gpuops.adapters import hostkeys, webhook
 from gpuops.core import gpuhealth, inventory
 from gpuops.core.gpuhealth import CRITICAL, UNREACHABLE, HostHealth
 from gpuops.core.inventory import DEFAULT_PATTERN
@@ -18,6 +20,9 @@ from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 from gpuops.render.junit import Case, junit_xml
 from gpuops.usecases.nodes import common
+
+#: The alert state is one fingerprint per open incident: small.
+MAX_STATE_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class InspectRequest:
     webhook_url_env: str = webhook.DEFAULT_ENV
     link: str | None = None
     alert_state: str | None = None
+    known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
 
 
 @dataclass
@@ -98,6 +104,12 @@ def inspect(request: InspectRequest) -> InspectOutcome:
     """Inspect the hosts; alert each new incident; write the reports when asked."""
     started = time.monotonic()
     webhook.webhook_url(request.webhook_url_env)  # a malformed URL is an input error, up front
+    keys = hostkeys.HostKeys(hostkeys.find(request.known_hosts, request.inventory))
+    folder = (  # checked now (a link or a file there is exit 2), made when written
+        common.artifacts_dir(request.report_dir, "nodes-inspect", option="report_dir")
+        if request.report_dir
+        else None
+    )
     inv = common.load(request.inventory, request.limit, request.pattern)
     thresholds = inventory.check_thresholds(inv)
     state = _load_state(request.alert_state)
@@ -108,6 +120,7 @@ def inspect(request: InspectRequest) -> InspectOutcome:
         timeout_s=request.timeout_s,
         parallel=request.parallel,
         mounts=request.mounts,
+        host_keys=keys,
     )
     inspected = time.monotonic()
     outcome = InspectOutcome(
@@ -126,13 +139,12 @@ def inspect(request: InspectRequest) -> InspectOutcome:
         "inspect": round(inspected - loaded, 3),
         "total": round(time.monotonic() - started, 3),
     }
-    if request.report_dir:
-        folder = common.artifacts_dir(request.report_dir, "nodes-inspect")
+    if folder is not None:
         outcome.reports = {
-            "json": str(folder / "inspect.json"),
-            "junit": common.write(folder / "inspect-junit.xml", junit(outcome)),
+            "json": str(folder.file("inspect.json")),
+            "junit": str(folder.save_text("inspect-junit.xml", junit(outcome))),
         }
-        common.write_json(folder / "inspect.json", outcome.to_dict())
+        folder.save_json("inspect.json", outcome.to_dict())
     return outcome
 
 
@@ -173,15 +185,16 @@ def _alert(outcome: InspectOutcome, request: InspectRequest, state: dict[str, An
 def _load_state(path: str | None) -> dict[str, Any]:
     if not path:
         return {"open": {}}
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         if not Path(path).parent.is_dir():  # checked now: it is written after the inspection
             raise InvalidInput(
                 f"alert state file {shown(path)}: its folder does not exist", field="alert_state"
-            ) from None
+            )
         return {"open": {}}  # no incident alerted yet
-    except (OSError, ValueError):
+    text = fsio.read_text(path, cap=MAX_STATE_BYTES, what="alert state file", option="alert_state")
+    try:
+        doc = json.loads(text)
+    except ValueError:
         raise InvalidInput(
             f"alert state file {shown(path)} is not readable JSON", field="alert_state"
         ) from None
@@ -190,7 +203,7 @@ def _load_state(path: str | None) -> dict[str, Any]:
 
 def _save_state(path: str, outcome: InspectOutcome) -> None:
     sent = {a.fingerprint: a.host for a in outcome.alerts if a.status in ("sent", "suppressed")}
-    common.write_json(Path(path), {"open": sent})
+    fsio.write_json_file(path, {"open": sent}, option="alert_state")
 
 
 def junit(outcome: InspectOutcome) -> str:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from gpuops.adapters import ansible
+from gpuops.adapters import ansible, hostkeys
 from gpuops.adapters.kube import KubeClient
 from gpuops.core import inventory, rollout
 from gpuops.core.inventory import DEFAULT_PATTERN
 from gpuops.errors import GateRefused, GpuOpsError, InvalidInput, OperationFailed, Unreachable
+from gpuops.fsio import OutDir
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.nodes import common
 from gpuops.usecases.nodes.drain import DrainPolicy, Guard
@@ -47,6 +47,8 @@ class UpdateRequest:
     check: bool = False
     artifacts_dir: str | None = None
     forks: int = 50
+    known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
+    learn_host_keys: bool = False  # accept new host keys; written to the artifacts for review
 
 
 @dataclass
@@ -58,9 +60,20 @@ class UpdateOutcome:
 def update(
     request: UpdateRequest, connect: Callable[[Cluster], KubeClient] | None = None
 ) -> UpdateOutcome:
+    ansible.ansible_config()  # a site's unreadable ansible.cfg is an input error, up front
+    with hostkeys.policy(
+        request.known_hosts, request.inventory, learn=request.learn_host_keys
+    ) as keys:
+        return _update(request, connect, keys)
+
+
+def _update(
+    request: UpdateRequest,
+    connect: Callable[[Cluster], KubeClient] | None,
+    keys: hostkeys.HostKeys,
+) -> UpdateOutcome:
     started = time.monotonic()
-    folder = common.artifacts_dir(request.artifacts_dir, "nodes-update")
-    log_file = folder / "progress.log"
+    folder = common.artifacts_dir(request.artifacts_dir, "nodes-update")  # made on first write
     inv = common.load(request.inventory, request.limit, request.pattern)
     if "nvidia_driver" in request.change:
         inventory.check_driver_policy(inv)
@@ -77,30 +90,36 @@ def update(
             kube=kube.server if kube else None,
             started_at=common.now(),
         )
-        ro.artifacts = {"folder": str(folder), "progress": str(log_file)}
+        ro.artifacts = {"folder": str(folder.path), "progress": str(folder.file("progress.log"))}
 
         def say(line: str) -> None:
             common.say(line)
-            with log_file.open("a") as out:
+            with folder.append("progress.log") as out:
                 out.write(f"{common.now()} {line}\n")
 
         _records(ro, inv, kube)
-        _preflight(inv, request, say)
+        try:
+            _preflight(inv, request, say, keys)
+        finally:  # the keys learned so far, also when a host was refused
+            learned = hostkeys.save_learned(keys, folder)
+        if learned:
+            ro.artifacts["known_hosts_learned"] = learned
+            say(f"[gpuops] host keys learned, review them: {learned}")
         pre = time.monotonic()
-        _plan(ro, inv, request, folder, say)
+        _plan(ro, inv, request, folder, say, keys)
         planned = time.monotonic()
         ro.timings_s.update(preflight=round(pre - started, 3), plan=round(planned - pre, 3))
         if not request.check and not ro.failed:
             guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
-            _run(ro, inv, request, guard, folder, say, started)
+            _run(ro, inv, request, guard, folder, say, started, keys)
         ro.timings_s["total"] = round(time.monotonic() - started, 3)
         ro.finished_at = common.now()
     finally:
         if kube is not None:
             kube.close()
-    ro.artifacts["json"] = str(folder / "update.json")
-    ro.artifacts["junit"] = common.write(folder / "update-junit.xml", ro.junit())
-    common.write_json(folder / "update.json", ro.to_dict())
+    ro.artifacts["json"] = str(folder.file("update.json"))
+    ro.artifacts["junit"] = str(folder.save_text("update-junit.xml", ro.junit()))
+    folder.save_json("update.json", ro.to_dict())
     return UpdateOutcome(ro, _verdict(ro))
 
 
@@ -114,9 +133,14 @@ def _records(ro: Rollout, inv: inventory.Inventory, kube: KubeClient | None) -> 
         ro.hosts[host.name] = HostRecord(host.name, host.group, node, host.driver_version)
 
 
-def _preflight(inv: inventory.Inventory, request: UpdateRequest, say: common.Say) -> None:
+def _preflight(
+    inv: inventory.Inventory, request: UpdateRequest, say: common.Say, keys: hostkeys.HostKeys
+) -> None:
     probe = common.probe(
-        inv.hosts, check_runs="nvidia_driver" in request.change, parallel=request.forks
+        inv.hosts,
+        check_runs="nvidia_driver" in request.change,
+        parallel=request.forks,
+        host_keys=keys,
     )
     down = [h for h in inv.names() if not probe.reachable[h]]
     if down:
@@ -143,19 +167,21 @@ def _plan(
     ro: Rollout,
     inv: inventory.Inventory,
     request: UpdateRequest,
-    folder: Path,
+    folder: OutDir,
     say: common.Say,
+    keys: hostkeys.HostKeys,
 ) -> None:
     """Check mode on every host: those that would change are the rollout's hosts."""
     run = ansible.run_playbook(
         PLAYBOOK,
         inv.path,
         inv.names(),
-        data_dir=folder / "ansible",
+        data_dir=folder.subdir("ansible"),
         ident="plan",
         extravars={"update_gpu_nodes_roles": list(request.change)},
         check=True,
         forks=request.forks,
+        host_keys=keys,
     )
     ro.artifacts["plan"] = run.artifacts
     pending = []
@@ -193,9 +219,10 @@ def _run(
     inv: inventory.Inventory,
     request: UpdateRequest,
     guard: Guard | None,
-    folder: Path,
+    folder: OutDir,
     say: common.Say,
     started: float,
+    keys: hostkeys.HostKeys,
 ) -> None:
     failed = 0
     total = len(ro.batches)
@@ -233,11 +260,12 @@ def _run(
                 PLAYBOOK,
                 inv.path,
                 [r.host for r in ready],
-                data_dir=folder / "ansible",
+                data_dir=folder.subdir("ansible"),
                 ident=f"batch-{b.index:02d}",
                 extravars={"update_gpu_nodes_roles": list(request.change)},
                 forks=request.forks,
                 progress=_progress(tag, say),
+                host_keys=keys,
             )
             b.ansible = {
                 "ident": run.ident,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from typing import Any
 
+from gpuops import fsio
 from gpuops.core import releaseconfig
 from gpuops.core.releaseconfig import ReleaseConfig
+from gpuops.core.values import shown, yaml_problem
 from gpuops.errors import InvalidInput
 
 #: Largest environments file accepted: it is configuration, not data.
@@ -15,29 +18,23 @@ MAX_BYTES = 1 << 20
 def load(path: str) -> ReleaseConfig:
     """The environments of ``path``; every defect is an input error naming the file (and,
     from the core, the environment and key)."""
+    return load_with_document(path)[0]
+
+
+def load_with_document(path: str) -> tuple[ReleaseConfig, Any]:
+    """:func:`load`, and the parsed YAML document (its other sections: ``jenkins``)."""
     import yaml  # noqa: PLC0415 - only when a release command runs
 
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_BYTES:
-            raise InvalidInput(f"{path} is larger than {MAX_BYTES} bytes", field="config")
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise InvalidInput(
-            f"release environments file {path} does not exist",
+            f"release environments file {shown(path, 200)} does not exist",
             hint=f"pass --config PATH (default {releaseconfig.DEFAULT_FILE} in the current "
             "directory: the application's repository)",
             field="config",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(
-            f"cannot read release environments file {path}: {type(exc).__name__}", field="config"
-        ) from None
+        )
+    text = fsio.read_text(path, cap=MAX_BYTES, what="release environments file", option="config")
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise InvalidInput(f"{path}: not valid YAML{where}: {problem}", field="config") from None
-    return releaseconfig.parse(doc, path)
+    except yaml.YAMLError as exc:  # the parser's words only, never a piece of the file
+        raise InvalidInput(f"{path}: not valid YAML {yaml_problem(exc)}", field="config") from None
+    return releaseconfig.parse(doc, path), doc
