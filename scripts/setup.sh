@@ -48,9 +48,19 @@ setup_python() {
   want=$(cat python/requirements-dev.lock python/pyproject.toml lab/pyproject.toml | sha256sum | cut -d' ' -f1)
   if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
     log "python: installing locked dependencies (python/requirements-dev.lock)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements-dev.lock
-    # the product and, beside it, the lab package (which adds `gpuops lab`); the agent
-    # wheelhouse and image hold the product only (scripts/wheelhouse.sh)
+    "$VENV/bin/pip" install -q --disable-pip-version-check --require-hashes -r python/requirements-dev.lock
+    # the product (distribution gpu-ops-cli, command gpuops) and, beside it, the lab package
+    # (which adds `gpuops lab`); the agent wheelhouse and image hold the product only
+    # (scripts/wheelhouse.sh). Both from this checkout (--no-deps): no name is resolved against
+    # an index. A venv made before the rename holds the distribution "gpuops" (a name another
+    # project has on the public index): it goes first, as it owns the same `gpuops` launcher.
+    # setuptools' build metadata of that name in python/src (ignored by git) would still make
+    # the editable product's path show a distribution "gpuops": it goes too.
+    rm -rf -- python/src/gpuops.egg-info
+    if compgen -G "$VENV/lib/python3*/site-packages/gpuops-*.dist-info" >/dev/null; then
+      log "python: removing the distribution 'gpuops' (the product is gpu-ops-cli now)"
+      "$VENV/bin/pip" uninstall -q -y --disable-pip-version-check gpuops
+    fi
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e python -e lab
     echo "$want" >"$stamp"
   fi

@@ -49,14 +49,19 @@ class CliContract implements Serializable {
         return categories
     }
 
-    /** How to get the right CLI onto an agent. */
+    /**
+     * How to get the right CLI onto an agent. Never a package name for pip: a different project
+     * named gpuops is on the public package index (this one's distribution is gpu-ops-cli), and
+     * every install path the library offers is hash-checked from a wheelhouse or internal index.
+     */
     @NonCPS
     static String installHint(String version) {
         return "install gpuops ${version} on the agent: use the gpu-ops agent image " +
             "(libraryResource 'org/gpuops/agent/Containerfile', Kubernetes pod template " +
             "'org/gpuops/agent/pod.yaml'), or run the bootstrap script " +
-            "(libraryResource 'org/gpuops/agent/bootstrap-gpuops.sh' with GPUOPS_VERSION=${version}), " +
-            "or `pip install gpuops==${version}`; if it is installed elsewhere, set env GPUOPS_CLI to its path."
+            "(libraryResource 'org/gpuops/agent/bootstrap-gpuops.sh' with GPUOPS_VERSION=${version} and " +
+            'GPUOPS_WHEELHOUSE, a wheelhouse built by scripts/wheelhouse.sh: it installs with ' +
+            "--no-index --require-hashes); if it is installed elsewhere, set env GPUOPS_CLI to its path."
     }
 
     /** Paths of the files of one CLI call: <dir>/<stepName>-<random>.{params,result,error,version}.json */

@@ -8,6 +8,7 @@ Podman API with the offline wheelhouse in the build context, pushed, pulled back
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,7 +48,7 @@ def test_pushed_agent_image_reports_the_library_version(
 
 
 def test_agent_as_the_pod_template_runs_it_has_the_cli_and_needs_no_bootstrap(
-    agent_image: AgentImage, registry_lab: RegistryLab
+    agent_image: AgentImage, registry_lab: RegistryLab, wheelhouse: Path
 ) -> None:
     config = registry_lab.docker.images.get(agent_image.ref).attrs["Config"]
     assert config["Labels"]["org.gpuops.version"] == LIBRARY_VERSION
@@ -63,20 +64,30 @@ def test_agent_as_the_pod_template_runs_it_has_the_cli_and_needs_no_bootstrap(
 
     # one container (each costs a full rootfs copy on vfs): as the pod's user, the CLI that
     # gpuopsExec would call, then the plain-agent bootstrap, which must find the CLI there
-    # and install nothing (its index is unreachable and /opt/gpuops is not writable by 1000)
+    # and install nothing (its index is unreachable and /opt/gpuops is not writable by 1000);
+    # the hashed requirements file it was installed from is kept in the image, and the venv
+    # holds the product as gpu-ops-cli (never the public index's unrelated "gpuops")
+    dists = (
+        "import importlib.metadata as m; "
+        "print(sorted(n for d in m.distributions() if 'ops' in (n := d.metadata['Name'])))"
+    )
     script = (
         'id -u; echo "--"; "$GPUOPS_CLI" --output json --version; echo "--"; '
-        "sh /usr/local/lib/gpuops/bootstrap-gpuops.sh"
+        'sh /usr/local/lib/gpuops/bootstrap-gpuops.sh; echo "--"; '
+        f'/opt/gpuops/bin/python -c "{dists}"; echo "--"; cat "$GPUOPS_REQUIREMENTS"'
     )
     bootstrap_env = {
         "GPUOPS_VERSION": LIBRARY_VERSION,
         "GPUOPS_INDEX_URL": "http://127.0.0.1:9/simple/",
+        "GPUOPS_REQUIREMENTS": "/usr/local/lib/gpuops/requirements.txt",
         "GPUOPS_VENV": "/opt/gpuops",
     }
     out = run(
         registry_lab, agent_image.ref, "sh", "-c", script, user=run_as, environment=bootstrap_env
     )
-    uid, version, bootstrap = out.split("\n--\n")
+    uid, version, bootstrap, products, kept = out.split("\n--\n")
+    assert products.strip() == "['gpu-ops-cli']"
+    assert kept == (wheelhouse / "requirements.txt").read_text()
     assert uid == run_as
     assert json.loads(version) == {"version": LIBRARY_VERSION}
     assert bootstrap.splitlines() == [

@@ -3,12 +3,20 @@
 # on a plain Jenkins agent (agents built from the gpu-ops agent image already have it).
 # Idempotent: when the virtualenv already holds that version, nothing is installed.
 #
+# Its distribution is gpu-ops-cli (a different project named "gpuops" is on the public index);
+# what is installed is exactly a hashed requirements file, each wheel checked against its sha256
+# (pip --require-hashes --only-binary :all:), never a name resolved against an index.
+#
 # Environment:
-#   GPUOPS_VERSION     required: the library's version (libraryResource 'org/gpuops/VERSION')
-#   GPUOPS_WHEELHOUSE  a directory of wheels: gpuops and all its dependencies (offline install)
-#   GPUOPS_INDEX_URL   or: an internal Python package index (PEP 503 "simple" URL)
-#   GPUOPS_VENV        where to install (default: $HOME/.gpuops/venv-$GPUOPS_VERSION)
-#   GPUOPS_PYTHON      the Python (3.11+) to create the virtualenv with (default: python3)
+#   GPUOPS_VERSION       required: the library's version (libraryResource 'org/gpuops/VERSION')
+#   GPUOPS_WHEELHOUSE    a directory of wheels built by scripts/wheelhouse.sh (offline install,
+#                        pip --no-index); its requirements.txt holds every wheel's sha256
+#   GPUOPS_INDEX_URL     or: an internal Python package index (PEP 503 "simple" URL) serving
+#                        that wheelhouse; then GPUOPS_REQUIREMENTS is required
+#   GPUOPS_REQUIREMENTS  the hashed requirements file to install (default with a wheelhouse:
+#                        GPUOPS_WHEELHOUSE/requirements.txt); it must pin gpu-ops-cli==GPUOPS_VERSION
+#   GPUOPS_VENV          where to install (default: $HOME/.gpuops/venv-$GPUOPS_VERSION)
+#   GPUOPS_PYTHON        the Python (3.11+) to create the virtualenv with (default: python3)
 #
 # Output: "gpuops <version>" then "GPUOPS_CLI=<path of the gpuops executable>" (set env
 # GPUOPS_CLI to that path, or put its directory on PATH). Exit status 0 only when that CLI
@@ -17,7 +25,7 @@
 # In a Jenkinsfile:
 #   writeFile file: '.gpuops/bootstrap-gpuops.sh', text: libraryResource('org/gpuops/agent/bootstrap-gpuops.sh')
 #   withEnv(["GPUOPS_VERSION=${libraryResource('org/gpuops/VERSION').trim()}",
-#            'GPUOPS_INDEX_URL=https://pypi.internal.example/simple']) {
+#            'GPUOPS_WHEELHOUSE=/srv/gpuops/wheelhouse']) {
 #       sh 'sh .gpuops/bootstrap-gpuops.sh'
 #   }
 set -eu
@@ -42,6 +50,22 @@ fi
 if [ -n "$wheelhouse" ] && [ ! -d "$wheelhouse" ]; then
     fail "GPUOPS_WHEELHOUSE '$wheelhouse' is not a directory"
 fi
+requirements=${GPUOPS_REQUIREMENTS:-}
+if [ -z "$requirements" ]; then
+    [ -n "$wheelhouse" ] ||
+        fail "set GPUOPS_REQUIREMENTS to the hashed requirements file of this version (requirements.txt of scripts/wheelhouse.sh) to install from GPUOPS_INDEX_URL"
+    requirements=$wheelhouse/requirements.txt
+fi
+if [ -n "$wheelhouse" ]; then
+    origin="the wheelhouse $wheelhouse"
+else
+    origin="the index $index_url"
+fi
+[ -f "$requirements" ] ||
+    fail "could not install gpu-ops-cli==$version from $origin: '$requirements' is not a file (the hashed requirements file of this version, requirements.txt of scripts/wheelhouse.sh)"
+# the file must ask for this version: pip installs what it pins, and nothing else
+awk -v want="gpu-ops-cli==$version" '$1 == want { found = 1 } END { exit !found }' "$requirements" ||
+    fail "could not install gpu-ops-cli==$version from $origin: '$requirements' does not pin it"
 [ -n "${HOME:-}" ] || [ -n "${GPUOPS_VENV:-}" ] || fail "set GPUOPS_VENV (HOME is not set)"
 venv=${GPUOPS_VENV:-$HOME/.gpuops/venv-$version}
 python=${GPUOPS_PYTHON:-python3}
@@ -86,12 +110,12 @@ if [ "$(installed_version)" != "$version" ]; then
     "$python" -m venv "$venv" || fail "could not create a virtualenv at $venv with '$python'"
     if [ -n "$wheelhouse" ]; then
         "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
-            --no-index --find-links "$wheelhouse" "gpuops==$version" ||
-            fail "pip could not install gpuops==$version from the wheelhouse $wheelhouse"
+            --no-index --find-links "$wheelhouse" --require-hashes --only-binary :all: -r "$requirements" ||
+            fail "pip could not install gpu-ops-cli==$version from $origin (hash-checked against $requirements)"
     else
         "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
-            --index-url "$index_url" "gpuops==$version" ||
-            fail "pip could not install gpuops==$version from the index $index_url"
+            --index-url "$index_url" --require-hashes --only-binary :all: -r "$requirements" ||
+            fail "pip could not install gpu-ops-cli==$version from $origin (hash-checked against $requirements)"
     fi
 fi
 

@@ -182,10 +182,29 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
 
         assertTrue(message, message.startsWith("[pushImage] the gpuops CLI at 'gpuops' is version 0.0.1, " +
             "but this library needs exactly ${LIBRARY_VERSION} (cli-setup)\nHint: install gpuops ${LIBRARY_VERSION}"))
-        assertTrue(message, message.contains("pip install gpuops==${LIBRARY_VERSION}"))
+        assertTrue(message, message.contains("GPUOPS_VERSION=${LIBRARY_VERSION}"))
         assertTrue(message, message.contains('org/gpuops/agent/bootstrap-gpuops.sh'))
         assertTrue(message, message.contains('org/gpuops/agent/Containerfile'))
         assertTrue('the command must not run', commandCalls().isEmpty())
+    }
+
+    @Test
+    void theInstallHintPointsAtNoPackageIndex() {
+        // A project named `gpuops` on the public index is not this one: the hint names only the
+        // agent image and the hash-checked, index-free bootstrap, never a `pip install <name>`.
+        cliVersion('0.0.1')
+        cliSucceeds(WORDS, [:])
+
+        String message = runStepExpectingError('gpuopsExec', exec())
+        String hint = CliContract.installHint(LIBRARY_VERSION)
+
+        assertTrue(message, message.contains(hint))
+        [message, hint].each { String text ->
+            assertFalse(text, text.contains('pip install'))
+            assertFalse(text, text ==~ /(?is).*(pypi|index-url|extra-index|https?:|gpuops==).*/)
+        }
+        assertTrue(hint, hint.contains('GPUOPS_WHEELHOUSE'))
+        assertTrue(hint, hint.contains('--require-hashes'))
     }
 
     @Test

@@ -131,7 +131,8 @@ current-context: lab
 
         assertTrue(message,
             message.startsWith("[checkGpuHeadroom] the gpuops CLI was not found at '${env.GPUOPS_CLI}'"))
-        assertTrue(message, message.contains("pip install gpuops==${LIBRARY_VERSION}"))
+        assertTrue(message, message.contains("bootstrap-gpuops.sh' with GPUOPS_VERSION=${LIBRARY_VERSION}"))
+        assertFalse(message, message.contains('pip install'))
     }
 
     @Test
