@@ -4,6 +4,10 @@ GPU feature discovery's current and older labels), verdicts by NVIDIA's table.""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,3 +204,117 @@ def test_a_class_with_no_nodes_is_an_input_error(
     assert code == 2
     assert error["field"] == "node_selector"
     assert f"{CLASS}=nobody-{RUN}" in str(error["message"])
+
+
+# -- a CUDA version that is declared but cannot be read is a refusal, never "no CUDA" --------
+def _push_config(registry_lab: RegistryLab, repo: str, tag: str, config: dict[str, Any]) -> str:
+    """A one-layer image whose config is exactly ``config`` (what no builder makes: a crafted
+    document), pushed through the registry's HTTP API; returns its reference."""
+    layer = gzip.compress(b"", mtime=0)  # never unpacked: the gate reads the config only
+    config_bytes = json.dumps(config).encode()
+    for blob in (layer, config_bytes):
+        start = registry_lab.http("POST", f"/v2/{repo}/blobs/uploads/")
+        assert start.status == 202, start
+        location = urllib.parse.urlsplit(str(start.headers["Location"]))
+        sep = "&" if location.query else "?"
+        digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+        put = registry_lab.http(
+            "PUT",
+            f"{location.path}?{location.query}{sep}digest={digest}",
+            headers={"Content-Type": "application/octet-stream"},
+            data=blob,
+        )
+        assert put.status == 201, put
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": "sha256:" + hashlib.sha256(config_bytes).hexdigest(),
+            "size": len(config_bytes),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": "sha256:" + hashlib.sha256(layer).hexdigest(),
+                "size": len(layer),
+            }
+        ],
+    }
+    put = registry_lab.http(
+        "PUT",
+        f"/v2/{repo}/manifests/{tag}",
+        headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+        data=json.dumps(manifest).encode(),
+    )
+    assert put.status == 201, put
+    return f"{registry_lab.url}/{repo}:{tag}"
+
+
+@pytest.mark.parametrize(
+    ("label", "env", "shown"),
+    [
+        ("12.8.0-1", "", "'12.8.0-1'"),  # no CUDA_VERSION: it passed as an image without CUDA
+        ("abc", "ENV CUDA_VERSION=12.2.2\n", "'abc'"),  # it passed on CUDA_VERSION instead
+        ("12.", "", "'12.'"),
+    ],
+)
+def test_an_unreadable_cuda_label_is_refused_naming_the_value(
+    nodes: list[labkube.NodeSpec],
+    kube_lab: KubeLab,
+    registry_lab: RegistryLab,
+    tmp_path: Path,
+    label: str,
+    env: str,
+    shown: str,
+) -> None:
+    image = f"{registry_lab.url}/test/badlabel-{RUN}:{uuid.uuid4().hex[:8]}"
+    registry_lab.build(
+        image, f"FROM {registry_lab.base_image}\n{env}LABEL com.nvidia.cuda.version={label}\n"
+    )
+    pushed_digest(registry_lab.push(image))
+    code, result, error, text = _compat(
+        kube_lab, registry_lab, tmp_path, "--image", image, "--node-selector", f"{CLASS}={NEW}"
+    )
+    assert code == 3, (result, error)
+    assert error["category"] == "gate-refused"
+    assert f"label com.nvidia.cuda.version {shown} is not a CUDA version" in error["message"]
+    assert result["ok"] is False
+    assert result["cuda_version"] == "unreadable"
+    assert result["cuda_source"] == "label com.nvidia.cuda.version"
+    assert shown in text
+    # what the registry holds is shown as it is by `image inspect`, which refuses nothing
+    run = gpuops(
+        ["image", "inspect", "--plain-http", "--image", image],
+        cli_env(registry_lab, tmp_path / "home"),
+        tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.result["cuda_version"] == "unreadable"
+    assert shown in run.result["cuda_problem"]
+    assert run.result["labels"]["com.nvidia.cuda.version"] == label
+
+
+def test_a_crafted_config_with_a_non_string_cuda_label_is_refused(
+    nodes: list[labkube.NodeSpec], kube_lab: KubeLab, registry_lab: RegistryLab, tmp_path: Path
+) -> None:
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Labels": {"com.nvidia.cuda.version": 12.8}},
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "0" * 64]},
+    }
+    image = _push_config(registry_lab, f"test/crafted-{RUN}", "number", config)
+    code, result, error, _ = _compat(
+        kube_lab, registry_lab, tmp_path, "--image", image, "--node-selector", f"{CLASS}={NEW}"
+    )
+    assert code == 3, (result, error)  # read as "12.8" before, so it passed
+    assert "label com.nvidia.cuda.version 12.8 is not a CUDA version" in error["message"]
+    # any other label that is not a string: what the registry holds is not an image config
+    config["config"] = {"Labels": {"app": ["x"], "com.nvidia.cuda.version": "12.2"}}
+    image = _push_config(registry_lab, f"test/crafted-{RUN}", "list", config)
+    code, result, error, _ = _compat(
+        kube_lab, registry_lab, tmp_path, "--image", image, "--node-selector", f"{CLASS}={NEW}"
+    )
+    assert code == 1, (result, error)
+    assert "label 'app' is not a string" in error["message"]

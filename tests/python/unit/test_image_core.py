@@ -22,6 +22,7 @@ from gpuops.core.imageref import (
     parse_repository,
     parse_target,
 )
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 D = "sha256:" + "ab" * 32
@@ -251,16 +252,56 @@ def test_class_verdict_names_offenders_and_drivers() -> None:
 
 
 def test_image_cuda_version_sources() -> None:
-    assert cuda.image_cuda_version({"com.nvidia.cuda.version": "11.8.0"}, []) == (
+    def of(labels: dict[str, object] | None, env: list[str] | None) -> tuple[object, str, str]:
+        found = cuda.declared_cuda(labels, env)
+        return found.version, found.source, found.problem
+
+    assert of({"com.nvidia.cuda.version": "11.8.0"}, []) == (
         V("11.8.0"),
         "label com.nvidia.cuda.version",
+        "",
     )
     env = ["PATH=/usr/bin", "CUDA_VERSION=12.2.2"]
-    assert cuda.image_cuda_version({}, env) == (V("12.2.2"), "env CUDA_VERSION")
+    assert of({}, env) == (V("12.2.2"), "env CUDA_VERSION", "")
     require = ["NVIDIA_REQUIRE_CUDA=cuda>=12.1 brand=tesla,driver>=470,driver<471"]
-    assert cuda.image_cuda_version(None, require) == (V("12.1"), "env NVIDIA_REQUIRE_CUDA")
-    assert cuda.image_cuda_version({}, ["CUDA_VERSION=banana"]) == (None, "unknown")
-    assert cuda.image_cuda_version(None, None) == (None, "unknown")
+    assert of(None, require) == (V("12.1"), "env NVIDIA_REQUIRE_CUDA", "")
+    assert of(None, None) == (None, "unknown", "")
+    assert of({"other": "x"}, ["PATH=/bin"]) == (None, "unknown", "")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["12.8.0-1", "abc", "12.", "", " 12.8", "12.8\n", "12\u00a08", 12.8, True, None, ["12.8"]],
+)
+def test_a_cuda_label_that_is_there_but_unreadable_is_a_problem_not_no_label(value: object) -> None:
+    found = cuda.declared_cuda({"com.nvidia.cuda.version": value}, ["CUDA_VERSION=12.2.2"])
+    assert found.version is None
+    assert found.source == "label com.nvidia.cuda.version"
+    assert found.problem == (
+        f"label com.nvidia.cuda.version {shown(value)} is not a CUDA version like 12.8 or 12.8.1"
+    )
+
+
+def test_an_unreadable_cuda_env_is_a_problem_and_a_long_value_is_cut() -> None:
+    found = cuda.declared_cuda({}, ["CUDA_VERSION=banana"])
+    assert (found.version, found.source) == (None, "env CUDA_VERSION")
+    assert "'banana' is not a CUDA version" in found.problem
+    found = cuda.declared_cuda(None, ["NVIDIA_REQUIRE_CUDA=brand=tesla,driver>=470"])
+    assert (found.version, found.source) == (None, "env NVIDIA_REQUIRE_CUDA")
+    assert "names no cuda>=" in found.problem
+    found = cuda.declared_cuda({"com.nvidia.cuda.version": "\x1b[2J" + "1" * 5000}, [])
+    assert len(found.problem) < 200 and "\x1b" not in found.problem
+
+
+def test_declarations_that_disagree_need_the_newest() -> None:
+    found = cuda.declared_cuda({"com.nvidia.cuda.version": "11.8.0"}, ["CUDA_VERSION=12.8.1"])
+    assert found.version == V("12.8.1")
+    assert found.problem == ""
+    assert found.source == (
+        "env CUDA_VERSION (label com.nvidia.cuda.version says 11.8.0; the newest is used)"
+    )
+    same = cuda.declared_cuda({"com.nvidia.cuda.version": "12.8.1"}, ["CUDA_VERSION=12.8.1"])
+    assert (same.version, same.source) == (V("12.8.1"), "label com.nvidia.cuda.version")
 
 
 # -- Dockerfiles --------------------------------------------------------------------------
@@ -392,3 +433,23 @@ def test_compat_table_shows_every_refused_node_and_caps_the_rest() -> None:
     assert "old-2" in text
     assert f"... {62 - MAX_ROWS} more nodes (see --output json)" in text
     assert "needs driver >= 525.60.13" in text
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+TRICKY = st.text(
+    alphabet=st.sampled_from("0123456789.-+ abc\n\x00\x85\u00a0\u2028\x9b"), max_size=80
+)
+
+
+@given(label=JSONISH | TRICKY, env=st.lists(TRICKY.map(lambda t: f"CUDA_VERSION={t}"), max_size=2))
+def test_any_declared_cuda_is_a_version_or_a_bounded_problem(label: object, env: list[str]) -> None:
+    found = cuda.declared_cuda({"com.nvidia.cuda.version": label}, env)
+    assert (found.version is None) == found.unreadable
+    if found.version is not None:
+        assert isinstance(label, str) and found.version >= cuda.Version.parse(label)
+    assert len(found.problem) < 160
+    assert not any(c in found.problem for c in "\x00\n\x85\u2028\x9b")

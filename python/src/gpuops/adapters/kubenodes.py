@@ -74,14 +74,26 @@ def get_node(kube: KubeClient, name: str) -> NodeInfo:
         exists=True,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
+        labels=_strings(meta.get("labels"), name, "labels"),
+        annotations=_strings(meta.get("annotations"), name, "annotations"),
         taints=[
             Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
             for t in spec.get("taints") or ()
         ],
         resource_version=str(meta.get("resourceVersion", "")),
     )
+
+
+def _strings(value: Any, node: str, what: str) -> dict[str, str]:
+    """A node's labels or annotations as the API holds them: a map of strings, else an
+    operation failure naming the node (never a value made into a string)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise OperationFailed(f"node {node}: metadata.{what} is not a map of strings")
+    return dict(value)
 
 
 def cordon(kube: KubeClient, name: str, by: str) -> None:

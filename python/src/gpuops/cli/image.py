@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, registry_options
+from gpuops.cli.common import cluster_options, docker_host, http_url, registry_options
 from gpuops.cli.types import Integer, Structured, Text
 from gpuops.core.imageref import (
     ImageRef,
@@ -37,12 +37,6 @@ def _path(value: str) -> str:
     return value
 
 
-def _url(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{value[:60]!r} is not an http(s) URL")
-    return value
-
-
 def _api_version(value: str) -> str:
     if not _API_VERSION.fullmatch(value):
         raise InvalidInput(f"{value!r} is not a Docker API version like 1.41 (or auto)")
@@ -50,10 +44,14 @@ def _api_version(value: str) -> str:
 
 
 def _tags(value: Any) -> list[str]:
-    items = value.split(",") if isinstance(value, str) else value
+    """``tag,tag2`` (spaces after the commas allowed) or a JSON array of tags; each item as
+    given (nothing stripped, an empty item refused); "" or [] is no tag."""
+    if value in ("", []):
+        return []
+    items = [t.lstrip(" ") for t in value.split(",")] if isinstance(value, str) else value
     if not isinstance(items, list):
         raise InvalidInput("tags must be tag,tag2 or a JSON array of tags")
-    return [check_tag(str(t).strip() if isinstance(t, str) else t) for t in items if t != ""]
+    return [check_tag(t) for t in items]
 
 
 # Validators that need a bigger core module import it when they run: `gpuops image tag` must
@@ -134,13 +132,15 @@ def image() -> None:
 @click.option("--labels", type=_key_values("labels"), help="More labels: KEY=VALUE,... or JSON.")
 @click.option("--target", type=Text("stage", _stage), help="Build stage to build.")
 @_platform
-@click.option("--source", type=Text("url", _url), help="Source repository URL (OCI source label).")
+@click.option(
+    "--source", type=Text("url", http_url), help="Source repository URL (OCI source label)."
+)
 @click.option(
     "--image-version",
     type=Text("version"),
     help="OCI version label [default: the build number].",
 )
-@click.option("--link", type=Text("url", _url), help="The CI build's URL, for the record.")
+@click.option("--link", type=Text("url", http_url), help="The CI build's URL, for the record.")
 @click.option("--no-push", is_flag=True, help="Build and tag locally only (no digest).")
 @click.option(
     "--cleanup",
@@ -162,7 +162,7 @@ def image() -> None:
 @click.option(
     "--docker-host",
     envvar="DOCKER_HOST",
-    type=Text("url"),
+    type=Text("url", docker_host),
     help="Docker or Podman API [env: DOCKER_HOST; else the local socket].",
 )
 @click.option(
@@ -341,7 +341,10 @@ def compat(
         text,
         error=GateRefused(
             outcome.message,
-            hint="upgrade the drivers of the nodes named (gpuops nodes update), pick another "
+            hint="fix the image's com.nvidia.cuda.version label / CUDA_VERSION (e.g. 12.8.1), "
+            "or state the version with --cuda-version"
+            if outcome.unreadable
+            else "upgrade the drivers of the nodes named (gpuops nodes update), pick another "
             "class, or build on an older CUDA base image",
         ),
     )

@@ -98,33 +98,67 @@ GFD_LEGACY_PARTS = (
 CUDA_LABEL = "com.nvidia.cuda.version"
 CUDA_ENV = "CUDA_VERSION"
 REQUIRE_ENV = "NVIDIA_REQUIRE_CUDA"
-_REQUIRE = re.compile(r"(?:^|\s)cuda>=([0-9]+\.[0-9]+(?:\.[0-9]+)?)")
+_REQUIRE = re.compile(r"(?:^|\s)cuda>=([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?=\s|$)")
 
 
-def image_cuda_version(
-    labels: Mapping[str, str] | None, env: Iterable[str] | None
-) -> tuple[Version | None, str]:
-    """The CUDA version an image's config declares and where it was found, or (None,
-    "unknown") when it declares none (not an NVIDIA CUDA based image)."""
+@dataclass(frozen=True)
+class DeclaredCuda:
+    """The CUDA version an image's config declares, where it was found, and, when a
+    declaration is there but cannot be read, why (``version`` is then None): the gate refuses
+    such an image, it does not take it for one that declares nothing."""
+
+    version: Version | None
+    source: str  # "label ...", "env ...", or "unknown" when nothing is declared
+    problem: str = ""
+
+    @property
+    def unreadable(self) -> bool:
+        return bool(self.problem)
+
+
+def _declared(source: str, value: object) -> Version | str:
+    """``value`` as a version, exactly as written (no whitespace, no suffix), or the problem."""
+    if isinstance(value, str) and _VERSION.fullmatch(value) and value == value.strip():
+        return Version.parse(value)
+    return f"{source} {shown(value)} is not a CUDA version like 12.8 or 12.8.1"
+
+
+def declared_cuda(labels: Mapping[str, object] | None, env: Iterable[str] | None) -> DeclaredCuda:
+    """What the image declares: NVIDIA's label and ``CUDA_VERSION`` (each, when there, must
+    read as a version; when both are there and disagree the newest is used, as it needs the
+    newer driver), else ``NVIDIA_REQUIRE_CUDA``'s ``cuda>=``. (None, "unknown") when the image
+    declares none (not an NVIDIA CUDA based image)."""
     env_map: dict[str, str] = {}
     for item in env or ():
         key, _, value = str(item).partition("=")
         env_map[key] = value
-    candidates = (
-        (f"label {CUDA_LABEL}", (labels or {}).get(CUDA_LABEL)),
-        (f"env {CUDA_ENV}", env_map.get(CUDA_ENV)),
+    found: list[tuple[str, Version]] = []
+    declared: tuple[tuple[str, bool, object], ...] = (
+        (f"label {CUDA_LABEL}", CUDA_LABEL in (labels or {}), (labels or {}).get(CUDA_LABEL)),
+        (f"env {CUDA_ENV}", CUDA_ENV in env_map, env_map.get(CUDA_ENV)),
     )
-    for source, found in candidates:
-        if found:
-            try:
-                return Version.parse(found), source
-            except InvalidInput:
-                continue
-    require = env_map.get(REQUIRE_ENV, "")
-    match = _REQUIRE.search(require)
-    if match:
-        return Version.parse(match.group(1)), f"env {REQUIRE_ENV}"
-    return None, "unknown"
+    for source, present, raw in declared:
+        if not present:
+            continue
+        read = _declared(source, raw)
+        if isinstance(read, str):
+            return DeclaredCuda(None, source, read)
+        found.append((source, read))
+    if found:
+        source, newest = max(found, key=lambda f: f[1])
+        others = [f"{s} says {v}" for s, v in found if v != newest]
+        if others:
+            source = f"{source} ({'; '.join(others)}; the newest is used)"
+        return DeclaredCuda(newest, source)
+    if REQUIRE_ENV in env_map:
+        source = f"env {REQUIRE_ENV}"
+        match = _REQUIRE.search(env_map[REQUIRE_ENV])
+        if not match:
+            return DeclaredCuda(
+                None, source, f"{source} {shown(env_map[REQUIRE_ENV])} names no cuda>= version"
+            )
+        return DeclaredCuda(Version.parse(match.group(1)), source)
+    return DeclaredCuda(None, "unknown")
 
 
 @dataclass(frozen=True)

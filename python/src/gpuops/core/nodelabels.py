@@ -7,7 +7,11 @@ whose new driver waits for a reboot, or with a critical finding, gets one by pol
 
 gpuops owns what it set: the node annotation :data:`OWNED` lists those label keys, so a later
 run removes a stale one (a label it set that no longer applies) and never touches another
-tool's. A fact that cannot be read now (nvidia-smi failed) keeps its label as it is. Pure.
+tool's. The annotation only narrows: whatever a node says there (a kubelet can write its own
+node), gpuops removes labels of :data:`MANAGED_LABELS`, its own fixed list, and no other. A
+fact that cannot be read now (nvidia-smi failed) keeps its label as it is. The label values
+that come from the inventory (:data:`INVENTORY_LABELS`) are checked before any node is
+touched. Pure.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuops.core import kubeinput
 from gpuops.core.gpuhealth import CRITICAL, HostHealth
+from gpuops.core.inventory import Inventory
 from gpuops.core.kubemodel import Taint
+from gpuops.core.values import json_kind, shown
+from gpuops.errors import InvalidInput, OperationFailed
 
 OWNED = "gpuops.io/labels"
 TAINT_REBOOT = "gpuops.io/reboot-pending"
@@ -39,7 +47,54 @@ FACT_LABELS = (
     "nvidia.com/cuda.runtime.major",
     "nvidia.com/cuda.runtime.minor",
 )
+#: Every label gpuops sets, declared once: the only labels it ever removes.
+MANAGED_LABELS: frozenset[str] = frozenset((RACK, *FACT_LABELS))
+#: Inventory variables whose values become labels as they are written: variable -> label.
+INVENTORY_LABELS: dict[str, str] = {"rack": RACK, "gpu_nodes_accelerator": "accelerator"}
 _BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def check_inventory_labels(inv: Inventory) -> None:
+    """Each host's label values from the inventory are valid label values (strings: YAML's
+    ``rack: 01`` is the number 1), before any node is touched; an error names host and
+    variable."""
+    for host in inv.hosts:
+        for var in INVENTORY_LABELS:
+            value = host.vars.get(var)
+            if value is None or value == "":
+                continue
+            where = f"inventory {inv.path}: host {host.name} (group {host.group}): {var}"
+            if not isinstance(value, str):
+                raise InvalidInput(
+                    f"{where} {shown(value)} is a JSON {json_kind(value)}, not a string",
+                    hint=f'quote it in the inventory ({var}: "...")',
+                    field="inventory",
+                )
+            try:
+                kubeinput.label_value(value, where)
+            except InvalidInput as exc:
+                raise InvalidInput(exc.message, field="inventory") from None
+
+
+def owned_labels(annotations: Mapping[str, str], node: str) -> set[str]:
+    """The label keys the node's :data:`OWNED` annotation lists, decoded strictly (as gpuops
+    writes it: label keys joined by ','); a malformed one is an operation failure naming the
+    node (what the cluster holds, not the user's input)."""
+    if OWNED not in annotations:
+        return set()
+    text = annotations[OWNED]
+    keys: list[Any] = text.split(",") if isinstance(text, str) else [text]
+    for key in keys:
+        try:
+            kubeinput.qualified_name(key, "key")
+        except InvalidInput:
+            raise OperationFailed(
+                f"node {node}: annotation {OWNED} {shown(text)} is not a list of label keys "
+                "joined by ','",
+                hint=f"remove it (kubectl annotate node {node} {OWNED}-): gpuops then removes "
+                "none of its labels, and records them again on its next run",
+            ) from None
+    return {str(k) for k in keys}
 
 
 def label_value(text: str) -> str:
@@ -59,8 +114,8 @@ def desired_labels(
 ) -> tuple[dict[str, str], set[str]]:
     """(labels this host should carry, fact labels that cannot be known now)."""
     labels: dict[str, str] = {}
-    if rack:
-        labels[RACK] = label_value(rack)
+    if rack:  # as the inventory writes it: checked by check_inventory_labels, not mended
+        labels[RACK] = rack
     gpus = [g for g in health.gpus if not g.get("lost")]
     failed = health.nvidia_smi.get("failure") not in (None, "gpu-lost")
     if failed or not gpus:
@@ -144,14 +199,15 @@ def plan_node(
     manage_taints: bool = True,
 ) -> NodeChange:
     """The change from what the node has to what it should have; idempotent."""
-    owned = {k for k in current_annotations.get(OWNED, "").split(",") if k}
+    recorded = owned_labels(current_annotations, node)
+    owned = recorded & MANAGED_LABELS  # the annotation never widens what gpuops removes
     change = NodeChange(node)
     change.set_labels = {k: v for k, v in labels.items() if current_labels.get(k) != v}
     stale = sorted((owned - set(labels) - unknown) & set(current_labels))
     change.remove_labels = stale
     new_owned = sorted(set(labels) | (owned & unknown & set(current_labels)))
     change.owned = new_owned
-    change.owned_changed = set(new_owned) != owned
+    change.owned_changed = set(new_owned) != recorded
     if manage_taints:
         mine = {(t.key, t.value, t.effect) for t in current_taints if t.key in TAINT_KEYS}
         want = {(t.key, t.value, t.effect) for t in taints}

@@ -40,13 +40,21 @@ class CompatOutcome:
     result: CompatResult | None  # None when the CUDA version is unknown
     nodes: list[tuple[str, Mapping[str, str]]]
     server: str
+    unreadable: str = ""  # the image declares a CUDA version that cannot be read: refused
 
     @property
     def ok(self) -> bool:
+        if self.unreadable:
+            return False
         return self.result is None or self.result.ok
 
     @property
     def message(self) -> str:
+        if self.unreadable:
+            return (
+                f"{self.request.image} declares a CUDA version the gate cannot read "
+                f"({self.unreadable}): it is refused, not taken for an image without CUDA"
+            )
         if self.result is not None:
             return self.result.message
         return (
@@ -66,6 +74,18 @@ class CompatOutcome:
         }
         if self.result is not None:
             return {**base, **self.result.to_dict()}
+        if self.unreadable:
+            return {
+                **base,
+                "ok": False,
+                "strict": self.request.strict,
+                "cuda_problem": self.unreadable,
+                "min_driver": None,
+                "drivers": [],
+                "nodes": [],
+                "offending": [],
+                "message": self.message,
+            }
         drivers: dict[str, int] = {}
         for _, labels in self.nodes:
             version = node_driver(labels).version
@@ -111,6 +131,11 @@ def compat(
     if request.cuda_version is not None:
         cuda: Version | None = request.cuda_version
         source = "--cuda-version"
+    elif info is not None and info.cuda_problem:
+        # refused before the cluster is asked: no driver can be checked against it
+        return CompatOutcome(
+            request, info, "unreadable", info.cuda_source, None, [], "", info.cuda_problem
+        )
     elif info is not None and info.cuda_version != "unknown":
         cuda, source = Version.parse(info.cuda_version), info.cuda_source
     else:

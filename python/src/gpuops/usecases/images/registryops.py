@@ -26,6 +26,7 @@ from gpuops.adapters.registry import (
     RegistryConfig,
 )
 from gpuops.core.imageref import ImageRef, platform_parts
+from gpuops.core.values import json_kind, shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 
@@ -201,11 +202,12 @@ class ImageInfo:
     config_digest: str
     labels: dict[str, str]
     env: list[str]
-    cuda_version: str
+    cuda_version: str  # "unknown" when none is declared, "unreadable" when it cannot be read
     cuda_source: str
     size_bytes: int  # config + layers as stored (compressed)
     layers: int
     created: str | None
+    cuda_problem: str = ""  # why a declared CUDA version cannot be read (the gate refuses it)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -219,6 +221,7 @@ class ImageInfo:
             "labels": dict(sorted(self.labels.items())),
             "cuda_version": self.cuda_version,
             "cuda_source": self.cuda_source,
+            **({"cuda_problem": self.cuda_problem} if self.cuda_problem else {}),
             "size_bytes": self.size_bytes,
             "layers": self.layers,
             "created": self.created,
@@ -249,6 +252,24 @@ def _pick(children: list[dict[str, Any]], platform: str) -> dict[str, Any]:
     )
 
 
+def _config_labels_env(ref: ImageRef, config: Any) -> tuple[dict[str, Any], list[str]]:
+    """The labels (values as the config holds them) and the environment of an image config,
+    decoded strictly: what the registry holds that is not the format is an error naming it."""
+    if not isinstance(config, dict):
+        raise OperationFailed(f"the config of {ref} is a JSON {json_kind(config)}, not an object")
+    inner = config.get("config")
+    if inner is None:
+        return {}, []
+    if not isinstance(inner, dict):
+        raise OperationFailed(f"the config of {ref}: 'config' is a JSON {json_kind(inner)}")
+    labels, env = inner.get("Labels"), inner.get("Env")
+    if labels is not None and not isinstance(labels, dict):
+        raise OperationFailed(f"the config of {ref}: Labels is a JSON {json_kind(labels)}")
+    if env is not None and not (isinstance(env, list) and all(isinstance(e, str) for e in env)):
+        raise OperationFailed(f"the config of {ref}: Env is not a list of strings")
+    return dict(labels or {}), list(env or [])
+
+
 def inspect(
     ref: ImageRef, access: RegistryAccess | None = None, platform: str = "linux/amd64"
 ) -> ImageInfo:
@@ -272,12 +293,19 @@ def inspect(
             config = json.loads(reg.get_blob(ref.repository, config_digest))
         except ValueError:
             raise OperationFailed(f"the config of {ref} is not JSON") from None
-    from gpuops.core.cuda import image_cuda_version  # noqa: PLC0415 - `image tag` needs none
+    from gpuops.core.cuda import CUDA_LABEL, declared_cuda  # noqa: PLC0415 - `image tag` needs none
 
-    inner = config.get("config") or {}
-    labels = {str(k): str(v) for k, v in (inner.get("Labels") or {}).items()}
-    env = [str(e) for e in inner.get("Env") or []]
-    cuda, source = image_cuda_version(labels, env)
+    raw_labels, env = _config_labels_env(ref, config)
+    found = declared_cuda(raw_labels, env)
+    # the CUDA label's value is the gate's to judge (exit 3 when unreadable); every other label
+    # is a string, as the image config format says
+    labels = {k: v for k, v in raw_labels.items() if isinstance(v, str)}
+    odd = sorted(k for k, v in raw_labels.items() if not isinstance(v, str) and k != CUDA_LABEL)
+    if odd:
+        raise OperationFailed(
+            f"the config of {ref}: label {shown(odd[0])} is not a string "
+            f"({shown(raw_labels[odd[0]])})"
+        )
     blobs = manifest.blobs()
     own = "/".join(str(config.get(k)) for k in ("os", "architecture") if config.get(k))
     return ImageInfo(
@@ -290,8 +318,11 @@ def inspect(
         config_digest=config_digest,
         labels=labels,
         env=env,
-        cuda_version=str(cuda) if cuda else "unknown",
-        cuda_source=source,
+        cuda_version=str(found.version)
+        if found.version
+        else ("unreadable" if found.unreadable else "unknown"),
+        cuda_source=found.source,
+        cuda_problem=found.problem,
         size_bytes=sum(int(b.get("size") or 0) for b in blobs),
         layers=len(blobs) - 1,
         created=config.get("created"),

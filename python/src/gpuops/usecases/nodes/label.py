@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuops.adapters import kubenodes
+from gpuops.adapters import hostkeys, kubenodes
 from gpuops.adapters.kube import KubeClient
 from gpuops.core import gpuhealth, inventory, nodelabels
 from gpuops.core.inventory import DEFAULT_PATTERN
@@ -27,6 +27,7 @@ class LabelRequest:
     timeout_s: int = 60
     parallel: int = 50
     dry_run: bool = False
+    known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
 
 
 @dataclass
@@ -78,14 +79,22 @@ def label(
     request: LabelRequest, connect: Callable[[Cluster], KubeClient] | None = None
 ) -> LabelOutcome:
     started = time.monotonic()
+    keys = hostkeys.HostKeys(hostkeys.find(request.known_hosts, request.inventory))
     inv = common.load(request.inventory, request.limit, request.pattern)
     inventory.check_node_names(inv)
+    nodelabels.check_inventory_labels(inv)  # exit 2 before any node is touched
     thresholds = inventory.check_thresholds(inv)
     kube = (connect or Cluster.connect)(request.cluster)
     try:
         nodes = {h.name: kubenodes.get_node(kube, h.node_name) for h in inv.hosts}
+        for node in nodes.values():  # a malformed annotation stops the run before any write
+            nodelabels.owned_labels(node.annotations, node.name)
         health, _ = common.inspect_hosts(
-            inv.hosts, thresholds, timeout_s=request.timeout_s, parallel=request.parallel
+            inv.hosts,
+            thresholds,
+            timeout_s=request.timeout_s,
+            parallel=request.parallel,
+            host_keys=keys,
         )
         inspected = time.monotonic()
         out = [_one(kube, h, nodes[h.name], health[h.name], request) for h in inv.hosts]
