@@ -6,6 +6,8 @@ import logging
 import os
 import re
 
+from gpuops.core.values import without_userinfo
+
 #: Environment variables whose values are secrets wherever they appear.
 SECRET_ENV = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|_KEY$|APIKEY|WEBHOOK_URL)", re.IGNORECASE)
 _MIN_SECRET_LEN = 4
@@ -43,7 +45,8 @@ def redact(text: str, secrets: list[str]) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Replace the value of every secret-bearing environment variable by ``****``."""
+    """Replace the value of every secret-bearing environment variable (and every secret
+    :func:`remember_secret` was given) by ``****``; drop every URL's ``user:password@``."""
 
     def __init__(self, secrets: list[str]) -> None:
         super().__init__()
@@ -51,8 +54,9 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         secrets = sorted({*self.secrets, *_KNOWN}, key=len, reverse=True)
-        if secrets:
-            record.msg = redact(record.getMessage(), secrets)
+        message = record.getMessage()
+        if secrets or "@" in message:  # and no URL keeps its user:password@
+            record.msg = redact(without_userinfo(message), secrets)
             record.args = None
         return True
 

@@ -7,6 +7,16 @@ exec plugin's output), a user:password in the server URL, and the webhook URL (i
 canary and the CLI runs against the lab's real kube-apiserver, as a subprocess as Jenkins runs
 it (text and JSON output, with and without ``--debug``). The canary, raw or base64-encoded, must
 not appear on stdout, stderr, in the result or the error document.
+
+More secret-bearing inputs, the same way: the Jenkins controller's URL with a
+``user:password@`` (and its API token), the registry password in a variable the user named
+(``--registry-password-env``), the driver repository URL with credentials
+(``gpu_nodes_driver_repo_url``) through ``nodes update`` on the lab fleet. While each command
+runs, a thread reads every process's command line (``/proc/*/cmdline``): gpuops' own, the
+ssh and Ansible processes it starts on the agent, and the lab hosts' (each host is a PID
+namespace of this machine, so this machine's /proc lists its processes too; the test checks
+that it saw them). No secret may appear in any of them: secrets travel on stdin or in the
+environment, never as an argument, on the agent and on the node.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,6 +39,14 @@ from typing import Any
 import pytest
 import yaml
 from integration.conftest_kube import KubeLab
+from integration.conftest_nodes import DEFAULT_DRIVERS
+from integration.conftest_registry import RegistryLab
+from integration.fleetlab import FleetLab
+from integration.imagelab import cli_env
+
+from gpuops_lab import fleet as labfleet
+from gpuops_lab import hoststate
+from gpuops_lab import registry as labregistry
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -121,8 +140,65 @@ def _kubeconfig(path: Path, server: str, ca: str, user: dict[str, Any]) -> Path:
     return path
 
 
-def _gpuops(tmp: Path, args: list[str], env: dict[str, str]) -> list[tuple[str, str]]:
-    """Run the CLI four ways; every text it left: (where, text)."""
+class Cmdlines:
+    """Every process's command line on this machine, sampled in a thread while a command runs
+    (``with Cmdlines() as seen:``), with the PID namespace each one ran in: the agent's
+    processes are in ours, a lab host's in its own."""
+
+    def __init__(self) -> None:
+        self.own_ns = str(Path("/proc/self/ns/pid").readlink())
+        self.seen: dict[str, set[str]] = {}  # command line -> PID namespaces
+        self.sweeps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sweep(self) -> None:
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                raw = (proc / "cmdline").read_bytes()
+                ns = str((proc / "ns" / "pid").readlink())
+            except OSError:  # gone between the listing and the read
+                continue
+            if raw:
+                line = raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+                self.seen.setdefault(line, set()).add(ns)
+        self.sweeps += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sweep()
+            time.sleep(0.002)
+
+    def __enter__(self) -> Cmdlines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def on_agent(self) -> list[str]:
+        return [c for c, ns in self.seen.items() if self.own_ns in ns]
+
+    def on_hosts(self) -> list[str]:
+        return [c for c, ns in self.seen.items() if ns - {self.own_ns}]
+
+    def assert_clean(self, *secrets: str) -> None:
+        assert self.sweeps > 10, self.sweeps
+        leaks = [
+            ("agent" if self.own_ns in ns else "lab host", line[-300:])
+            for line, ns in self.seen.items()
+            if any(secret in line for secret in secrets or FORMS)
+        ]
+        assert not leaks, "a secret is in a command line:\n" + "\n".join(map(str, leaks))
+
+
+def _gpuops(
+    tmp: Path, args: list[str], env: dict[str, str], *, ok: bool = False
+) -> list[tuple[str, str]]:
+    """Run the CLI four ways; every text it left: (where, text). ``ok``: it must succeed."""
     texts = []
     for i, mode in enumerate((["--output", "json", "--debug"], ["--output", "text"])):
         result, error = tmp / f"result{i}.json", tmp / f"error{i}.json"
@@ -135,10 +211,13 @@ def _gpuops(tmp: Path, args: list[str], env: dict[str, str]) -> list[tuple[str, 
             timeout=120,
             check=False,
         )
-        assert done.returncode in (1, 2, 3, 4), (done.returncode, done.stderr)
+        if ok:
+            assert done.returncode == 0 and result.exists(), (done.returncode, done.stderr)
+        else:
+            assert done.returncode in (1, 2, 3, 4), (done.returncode, done.stderr)
+            assert error.exists(), done.stderr
         texts += [("stdout", done.stdout), ("stderr", done.stderr)]
         texts += [(p.name, p.read_text()) for p in (result, error) if p.exists()]
-        assert error.exists(), done.stderr
     return texts
 
 
@@ -266,3 +345,237 @@ def test_the_webhook_url_never_reaches_a_message_and_never_changes_the_verdict(
         else:  # the verdict stands; the failed notification is reported beside it
             assert doc["error"]["exit_code"] == 3, doc
             assert doc["result"]["notification"]["status"] == "failed"
+
+
+# -- Jenkins: a user:password@ in the controller's URL, the API token -------------------------
+JENKINS_CONFIG = """\
+jenkins: {folder: ai, name: infer, repository: "https://git.example.com/ai/infer.git"}
+environments:
+  staging: {namespace: NAMESPACE, deployment: infer, image: harbor.example.com/ai/infer}
+"""
+
+
+@pytest.fixture
+def staging(kube_lab: KubeLab) -> Iterator[str]:
+    """A namespace with the Deployment the environments file names (no release history yet:
+    the rollback job's choices are empty)."""
+    namespace = f"leak-{uuid.uuid4().hex[:6]}"
+    kube_lab.core.create_namespace({"metadata": {"name": namespace}})
+    labels = {"app": "infer"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "infer", "image": "harbor.example.com/ai/infer:1"}]},
+    }
+    kube_lab.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "infer"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": template},
+        },
+    )
+    yield namespace
+    kube_lab.core.delete_namespace(namespace)
+
+
+@pytest.mark.parametrize("where", ["url-userinfo", "token"])
+def test_the_jenkins_credentials_never_reach_a_message_or_a_command_line(
+    kube_lab: KubeLab, staging: str, tmp_path: Path, where: str
+) -> None:
+    config = tmp_path / "gpuops-release.yaml"
+    config.write_text(JENKINS_CONFIG.replace("NAMESPACE", staging))
+    port = _closed_port()
+    url = (
+        f"https://admin:{CANARY}@127.0.0.1:{port}/"
+        if where == "url-userinfo"
+        else (f"https://127.0.0.1:{port}/")
+    )
+    env = {"JENKINS_URL": url, "CI_JENKINS_API": CANARY if where == "token" else "t" * 16}
+    args = ["jenkins", "apply", "--config", str(config), "--kubeconfig", str(kube_lab.kubeconfig),
+            "--user", "bot", "--token-env", "CI_JENKINS_API"]  # fmt: skip
+    with Cmdlines() as seen:
+        texts = _gpuops(tmp_path, args, env)
+    _assert_clean(texts)
+    seen.assert_clean()
+    errors = [json.loads(t) for w, t in texts if w.startswith("error")]
+    for doc in errors:  # it got as far as connecting, and says where, without the password
+        assert doc["error"]["exit_code"] == 4, doc
+        assert f"cannot reach Jenkins at https://127.0.0.1:{port}/" in doc["error"]["message"]
+
+
+def test_a_jenkins_url_that_cannot_be_parsed_is_refused_before_anything(tmp_path: Path) -> None:
+    config = tmp_path / "gpuops-release.yaml"
+    config.write_text(JENKINS_CONFIG.replace("NAMESPACE", "staging"))
+    texts = _gpuops(
+        tmp_path,
+        ["jenkins", "apply", "--config", str(config)],
+        {"JENKINS_URL": f"http://admin:{CANARY}@[::1"},
+    )
+    _assert_clean(texts)
+    for doc in [json.loads(t) for w, t in texts if w.startswith("error")]:
+        assert doc["error"]["exit_code"] == 2 and doc["error"]["field"] == "url", doc
+
+
+# -- the registry: a password in a variable the user named ------------------------------------
+def test_a_registry_password_in_a_named_variable_is_redacted_from_every_output(
+    auth_registry_lab: RegistryLab, tmp_path: Path
+) -> None:
+    """The password of ``--registry-password-env ROBOT_PASS`` is a secret like the default
+    variable's: should the registry hand it back (here: an image label holding it), the
+    result document on stdout and in the result file shows ``****``."""
+    rlab = auth_registry_lab
+    secret = labregistry.password(rlab.lab)
+    ref = rlab.ref("leak")
+    rlab.build(ref, f'FROM {rlab.base_image}\nLABEL org.example.note="{secret}"\n')
+    rlab.push(ref)
+    env = {k: v for k, v in cli_env(rlab, tmp_path / "home").items()
+           if not k.startswith("GPUOPS_REGISTRY_")}  # fmt: skip
+    env.update(ROBOT_USER=str(rlab.registry["username"]), ROBOT_PASS=secret)
+    args = ["image", "inspect", "--image", ref, "--registry-ca", str(rlab.registry["ca"]),
+            "--registry-username-env", "ROBOT_USER",
+            "--registry-password-env", "ROBOT_PASS"]  # fmt: skip
+    (tmp_path / "home").mkdir(exist_ok=True)
+    with Cmdlines() as seen:
+        texts = _gpuops(tmp_path, args, env, ok=True)
+    seen.assert_clean(secret)
+    for where, text in texts:
+        assert secret not in text, f"the password reached {where}:\n{text}"
+    result = json.loads(dict(texts)["result0.json"])
+    assert result["result"]["labels"]["org.example.note"] == "****"
+    text_output = [t for w, t in texts if w == "stdout"][1]  # the second mode: text
+    assert "org.example.note=****" in text_output, text_output
+
+
+# -- the driver repository: credentials in gpu_nodes_driver_repo_url --------------------------
+CUDA = {"535": "12.2", "550": "12.4", "570": "12.8"}
+
+
+def _inventory_with_repo_credentials(fleet: FleetLab, tmp: Path, **drivers: str) -> Path:
+    """A copy of the lab's inventory whose driver repository URL carries ``ci:<canary>@``
+    (the lab's repository serves anyone: the credentials only have to travel), the lab's
+    known_hosts beside it; ``gpu_h800="570.133.20"`` makes a group want another driver."""
+    folder = tmp / "inventory"
+    shutil.copytree(Path(fleet.facts["inventory"]).parent, folder)
+    shutil.copy(fleet.facts["known_hosts"], folder / "known_hosts")
+    for group, version in drivers.items():
+        path = folder / "group_vars" / f"{group}.yml"
+        lines = [
+            f'gpu_nodes_driver_version: "{version}"'
+            if line.startswith("gpu_nodes_driver_version:")
+            else f'gpu_nodes_cuda_version: "{CUDA.get(version.split(".")[0], "")}"'
+            if line.startswith("gpu_nodes_cuda_version:")
+            else line
+            for line in path.read_text().splitlines()
+        ]
+        path.write_text("\n".join(lines) + "\n")
+    all_vars = folder / "group_vars" / "all.yml"
+    doc = yaml.safe_load(all_vars.read_text())
+    if isinstance(doc.get("gpu_nodes_driver_sha256"), dict):  # a version the repo has not
+        doc["gpu_nodes_driver_sha256"].setdefault("999.1.1", "0" * 64)
+        all_vars.write_text(yaml.safe_dump(doc, sort_keys=False))
+    hosts = folder / "hosts.yml"
+    doc = yaml.safe_load(hosts.read_text())
+    url = str(doc["all"]["vars"]["gpu_nodes_driver_repo_url"])
+    doc["all"]["vars"]["gpu_nodes_driver_repo_url"] = url.replace("http://", f"http://ci:{CANARY}@")
+    hosts.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return hosts
+
+
+def _nodes(tmp: Path, *args: str) -> tuple[int, dict[str, Any] | None, str, str]:
+    """``gpuops nodes ...`` as Jenkins runs it; (exit, result or error document, stdout,
+    stderr)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    result, error = tmp / "result.json", tmp / "error.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUOPS_", "ANSIBLE_"))}
+    env.update(GPUOPS_RESULT_FILE=str(result), GPUOPS_ERROR_FILE=str(error))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "gpuops"), *args],
+        capture_output=True, text=True, env=env, timeout=900, check=False, cwd=tmp,
+    )  # fmt: skip
+    path = result if done.returncode == 0 else error
+    doc = json.loads(path.read_text()) if path.exists() else None
+    return done.returncode, doc, done.stdout, done.stderr
+
+
+def _files_under(folder: Path) -> list[tuple[str, str]]:
+    return [
+        (str(p), p.read_text(errors="replace")) for p in sorted(folder.rglob("*")) if p.is_file()
+    ]
+
+
+def _assert_lab_hosts_seen(fleet: FleetLab, seen: Cmdlines) -> None:
+    """This machine's /proc showed the lab hosts' processes (their sshd, each in its host's
+    PID namespace, and the sessions gpuops opened there) and the agent's ssh clients to them:
+    the command lines checked are those of both sides."""
+    on_hosts = seen.on_hosts()
+    assert any(c.startswith("sshd: /usr/sbin/sshd") for c in on_hosts), sorted(on_hosts)[:20]
+    assert any(c.startswith("sshd: root") for c in on_hosts), sorted(on_hosts)[:20]
+    ips = {str(h["ip"]) for h in fleet.hosts}
+    clients = [c for c in seen.on_agent() if c.startswith("ssh ")]
+    assert any(f" {ip} " in c for c in clients for ip in ips), clients[:20]
+
+
+@pytest.mark.parametrize("case", ["check", "missing-run"])
+def test_driver_repository_credentials_never_reach_a_message_or_a_command_line(
+    fleet_lab: FleetLab, tmp_path: Path, case: str
+) -> None:
+    """``nodes update --check``: the pre-flight probe fetches every driver's .run (HEAD) on
+    the nodes, then Ansible's check mode; and the refusal of a driver the repository does not
+    have ("missing .run"), which names the URL."""
+    drivers = {"gpu_h800": "999.1.1"} if case == "missing-run" else {}
+    inv = _inventory_with_repo_credentials(fleet_lab, tmp_path / "inv", **drivers)
+    runs = []
+    with Cmdlines() as seen:
+        for mode in ("text", "json"):
+            art = tmp_path / f"art-{mode}"
+            args = ["--output", mode, "nodes", "update", "-i", str(inv), "-l", "gpu_h800",
+                    "--no-kube", "--change", "driver", "--check",
+                    "--artifacts-dir", str(art)]  # fmt: skip
+            runs.append((_nodes(tmp_path / f"run-{mode}", *args), art))
+    _assert_lab_hosts_seen(fleet_lab, seen)
+    seen.assert_clean()
+    for (rc, doc, stdout, stderr), art in runs:
+        texts = [("stdout", stdout), ("stderr", stderr), ("document", json.dumps(doc)),
+                 *_files_under(art)]  # fmt: skip
+        _assert_clean(texts)
+        assert doc is not None, stderr
+        if case == "missing-run":
+            assert rc == 2, stderr
+            message = doc["error"]["message"]
+            assert "driver 999.1.1 (group gpu_h800) is not in the repository" in message
+            assert "http://10.200.0.1:" in message and "ci:" not in message  # no userinfo
+        else:
+            assert rc == 0, stderr
+            assert (art / "update.json").is_file()
+
+
+def _restore(fleet: FleetLab, host: str, group: str) -> None:
+    labfleet.start_sshd(fleet.lab, host)
+    hoststate.set_gpu_state(
+        fleet.lab, host, driver=DEFAULT_DRIVERS[group], install_error=None, install_delay_s=0
+    )
+    fleet.ssh(host, "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")
+
+
+def test_a_driver_install_keeps_the_repository_credentials_off_every_command_line(
+    fleet_lab: FleetLab, tmp_path: Path
+) -> None:
+    """A real install on one host: Ansible downloads the .run from the repository with the
+    credentials (get_url on the node), and neither the agent's nor the node's processes, nor
+    Ansible's events in the artifacts, show them."""
+    host = fleet_lab.host("gpu_l40s")
+    inv = _inventory_with_repo_credentials(fleet_lab, tmp_path / "inv", gpu_l40s="570.133.20")
+    art = tmp_path / "art"
+    try:
+        with Cmdlines() as seen:
+            args = ["nodes", "update", "-i", str(inv), "-l", host, "--no-kube",
+                    "--change", "driver", "--artifacts-dir", str(art)]  # fmt: skip
+            rc, doc, stdout, stderr = _nodes(tmp_path / "run", *args)
+        assert rc == 0, stderr
+        assert doc is not None and doc["result"]["changed"] == [host]
+        _assert_lab_hosts_seen(fleet_lab, seen)
+        seen.assert_clean()
+        assert list(art.rglob("job_events/*.json"))
+        _assert_clean([("stdout", stdout), ("stderr", stderr), ("document", json.dumps(doc)),
+                       *_files_under(art)])  # fmt: skip
+    finally:
+        _restore(fleet_lab, host, "gpu_l40s")

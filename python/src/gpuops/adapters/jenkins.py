@@ -12,7 +12,9 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from gpuops.core.urls import remember_userinfo, without_userinfo
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
+from gpuops.logs import remember_secret
 
 T = TypeVar("T")
 TOKEN_ENV = "GPUOPS_JENKINS_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -20,10 +22,11 @@ _STATUS = re.compile(r"\[(\d{3})\]")
 
 
 class JenkinsClient:
-    """One Jenkins controller, authenticated with a user and an API token."""
+    """One Jenkins controller, authenticated with a user and an API token. ``url`` is the
+    controller's address as messages name it: without a ``user:token@`` it may carry."""
 
     def __init__(self, url: str, server: Any) -> None:
-        self.url = url
+        self.url = without_userinfo(url)
         self._server = server
 
     @classmethod
@@ -33,6 +36,8 @@ class JenkinsClient:
         import jenkins  # noqa: PLC0415 - only for gpuops jenkins
 
         token = os.environ.get(token_env) or None
+        remember_secret(token)  # whatever the variable's name, its value is never shown
+        remember_userinfo(url)
         if user and not token:
             raise InvalidInput(
                 f"a Jenkins user is given but ${token_env} holds no API token",

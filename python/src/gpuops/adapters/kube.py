@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 import orjson
 
@@ -47,6 +47,7 @@ from gpuops.adapters.kubeshape import page_items
 from gpuops.core.headroom import QuotaLimit
 from gpuops.core.kubeinput import dns_label, dns_subdomain
 from gpuops.core.kubemodel import Node, Pod
+from gpuops.core.urls import remember_userinfo, without_userinfo
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 
 log = logging.getLogger(__name__)
@@ -637,14 +638,10 @@ def _status_reason(data: bytes) -> str:
 
 
 def _safe_url(url: str) -> str:
-    """A server URL for messages: without user:password@ (a kubeconfig may carry one)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    netloc += f":{parts.port}" if parts.port else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    """A server URL for messages: without user:password@ (a kubeconfig may carry one), whose
+    password is a secret from now on."""
+    remember_userinfo(url)
+    return without_userinfo(url)
 
 
 def _body(payload: Any) -> bytes | None:

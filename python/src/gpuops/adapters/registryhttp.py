@@ -27,6 +27,7 @@ from urllib.parse import urlencode, urlsplit
 
 from gpuops import __version__
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
+from gpuops.logs import remember_secret
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Credentials:
                 hint=f"set both {username_env} and {password_env} (withCredentials "
                 "usernamePassword), or neither",
             )
+        remember_secret(password)  # whatever the variable's name, its value is never shown
         return cls(user, password)
 
     def basic(self) -> str:

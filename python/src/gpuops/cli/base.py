@@ -11,6 +11,7 @@ import click
 
 from gpuops.cli.types import check_param_value
 from gpuops.contract import load_params
+from gpuops.core.values import key_shown
 from gpuops.errors import GpuOpsError, InvalidInput
 
 
@@ -60,7 +61,8 @@ class GpuOpsCommand(click.Command):
                 unknown = sorted(set(params) - set(options))
                 if unknown:
                     raise InvalidInput(
-                        f"unknown parameter(s) {', '.join(unknown)} for 'gpuops {runtime.command}'",
+                        f"unknown parameter(s) {', '.join(key_shown(k) for k in unknown[:5])}"
+                        f"{' ...' if len(unknown) > 5 else ''} for 'gpuops {runtime.command}'",
                         hint=f"known parameters: {', '.join(sorted(options))}",
                     )
                 for key, value in params.items():

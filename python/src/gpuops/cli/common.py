@@ -60,10 +60,10 @@ def cluster_options(f: F) -> F:
 
 
 def _report_dir(value: str) -> Path:
-    path = Path(value)
-    if path.exists() and (not path.is_dir() or path.is_symlink()):
-        raise InvalidInput(f"{shown(value)} exists and is not a directory")
-    return path
+    from gpuops.fsio import OutDir  # noqa: PLC0415 - stdlib only, when the option is given
+
+    OutDir(value, option="report_dir")  # a link or a file there is exit 2 now, not at the end
+    return Path(value)
 
 
 def report_dir_option(what: str) -> Callable[[F], F]:
@@ -84,7 +84,9 @@ def write_report(
     from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
 
     try:
-        written = reports.render(reports.ReportRequest(kind, out, out), result=full())
+        written = reports.render(
+            reports.ReportRequest(kind, out, out, option="report_dir"), result=full()
+        )
     except GpuOpsError as exc:
         data["report"] = {"status": "failed", "detail": exc.message}
         return f"report not written: {exc.message}"
@@ -102,9 +104,50 @@ def env_name(value: str) -> str:
 
 
 def http_url(value: str) -> str:
-    """An http(s) URL (a link put into alerts; not a secret)."""
-    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
+    """An http(s) URL that is shown to people (a link put into alerts and records): parsed
+    (host, port), and without ``user:password@``."""
+    from gpuops.core.urls import parse_http  # noqa: PLC0415 - stdlib only
+
+    parse_http(value, "")
+    return value
+
+
+def server_url(value: str) -> str:
+    """An http(s) URL gpuops connects to (the Jenkins controller), parsed before anything
+    connects. A ``user:password@`` in it is accepted, its password treated as a secret, and
+    never shown: messages and results name the URL without it."""
+    from gpuops.core.urls import parse_http  # noqa: PLC0415 - stdlib only
+
+    parse_http(value, "", userinfo=True)
+    return value
+
+
+#: What ``--docker-host`` may name (Docker's own DOCKER_HOST schemes).
+_DOCKER_SCHEMES = ("unix", "tcp", "http", "https", "ssh")
+
+
+def docker_host(value: str) -> str:
+    """A Docker or Podman API address (``unix:///run/podman.sock``, ``tcp://h:2375``,
+    ``ssh://user@h``): parsed (scheme, host or socket path, port) before anything connects,
+    like :func:`http_url` for the http(s) options; no password in it."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    bad = f"{shown(value)} is not a Docker API address ({', '.join(_DOCKER_SCHEMES)}://...)"
+    if any(c.isspace() or ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise InvalidInput(f"{bad}: it holds a space or a control character")
+    try:
+        parts = urlsplit(value)
+        host, _port = parts.hostname, parts.port
+    except ValueError:
+        raise InvalidInput(f"{bad}: its host or port cannot be parsed") from None
+    if parts.scheme not in _DOCKER_SCHEMES:
+        raise InvalidInput(f"{bad}: unknown scheme")
+    if parts.scheme == "unix" and not parts.path.startswith("/"):
+        raise InvalidInput(f"{bad}: a unix socket needs an absolute path")
+    if parts.scheme != "unix" and not host:
+        raise InvalidInput(f"{bad}: it names no host")
+    if ":" in parts.netloc.rpartition("@")[0]:
+        raise InvalidInput(f"{bad}: it carries a password")
     return value
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, env_name, http_url
+from gpuops.cli.common import cluster_options, env_name, server_url
 from gpuops.cli.types import Text
 from gpuops.core.releaseconfig import DEFAULT_FILE
 from gpuops.usecases.cluster import Cluster
@@ -31,7 +31,7 @@ def jenkins() -> None:
     "--url",
     required=True,
     envvar="JENKINS_URL",
-    type=Text("url", http_url),
+    type=Text("url", server_url),
     help="The Jenkins controller [env: JENKINS_URL].",
 )
 @click.option(

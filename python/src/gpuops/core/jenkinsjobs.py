@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuops.core.releaseconfig import ReleaseConfig
-from gpuops.core.values import shown
+from gpuops.core.values import key_shown, shown
 from gpuops.errors import InvalidInput
 
 _JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -82,7 +82,7 @@ def parse(doc: Any, source: str) -> JobsConfig:
         )
     unknown = sorted(str(k) for k in section if k not in _KEYS)
     if unknown:
-        raise fail(unknown[0], f"is not a known key (known: {', '.join(_KEYS)})")
+        raise fail(key_shown(unknown[0]), f"is not a known key (known: {', '.join(_KEYS)})")
     values: dict[str, str] = {}
     for key in _KEYS:
         value = section.get(key)
@@ -103,6 +103,13 @@ def parse(doc: Any, source: str) -> JobsConfig:
         raise fail("folder", f"{shown(folder)} is not a folder path (names separated by '/')")
     if not re.match(r"^(https?|ssh|git)://|^[\w.-]+@[\w.-]+:", values["repository"]):
         raise fail("repository", f"{shown(values['repository'])} is not a Git URL")
+    if re.match(r"^[a-z+]+://[^/?#]*:[^/?#]*@", values["repository"]):
+        raise fail(
+            "repository",
+            f"{shown(values['repository'])} carries a password (user:password@): it would be "
+            "written into the job's configuration; give the Jenkins credentials id in "
+            "jenkins.credentials instead",
+        )
     return JobsConfig(
         name=values["name"],
         repository=values["repository"],

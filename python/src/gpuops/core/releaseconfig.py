@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from gpuops.core.imageref import check_tag
 from gpuops.core.kubeinput import dns_label, dns_subdomain, label_value, qualified_name
-from gpuops.core.values import shown
+from gpuops.core.values import key_shown, shown
 from gpuops.errors import InvalidInput
 
 DEFAULT_FILE = "gpuops-release.yaml"
@@ -129,7 +129,11 @@ class _Reader:
             self.fail("", f"must be a mapping, not {_kind(doc)}")
         unknown = sorted(str(k) for k in doc if k not in known)
         if unknown:
-            self.fail(unknown[0], f"is not a known key (known: {', '.join(known)})")
+            count = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+            self.fail(
+                key_shown(unknown[0]),
+                f"is not a known key{count} (known: {', '.join(known)})",
+            )
         self.doc: Mapping[str, Any] = doc
 
     def fail(self, key: str, problem: str) -> NoReturn:
@@ -218,8 +222,8 @@ def parse(doc: Any, source: str) -> ReleaseConfig:
     default_image = top.text("image", "", parse_repository_text) or None
     out: dict[str, Environment] = {}
     for name, body in envs.items():
-        if not isinstance(name, str):
-            top.fail("environments", f"{shown(name)} is not an environment name")
+        if not isinstance(name, str) or key_shown(name) != name:
+            top.fail("environments", f"{key_shown(name)} is not an environment name")
         try:
             dns_label(name, "environment name")
         except InvalidInput as exc:
@@ -303,7 +307,8 @@ def _approval(r: _Reader) -> Approval:
         return Approval()
     approvers = a.raw("approvers", [])
     if isinstance(approvers, str):
-        approvers = [p.strip() for p in approvers.split(",") if p.strip()]
+        # as written: spaces after the commas only; an empty name or other white space refused
+        approvers = [p.strip(" ") for p in approvers.split(",")]
     if not isinstance(approvers, list) or not all(
         isinstance(x, str) and _APPROVER.fullmatch(x) for x in approvers
     ):

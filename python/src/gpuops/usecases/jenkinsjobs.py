@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpuops.adapters import jobxml
@@ -76,10 +75,7 @@ class ApplyOutcome:
 
 
 def _load(path: str) -> tuple[jenkinsjobs.JobsConfig, ReleaseConfig]:
-    import yaml  # noqa: PLC0415
-
-    releases = release_config.load(path)  # every check of the environments first
-    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    releases, doc = release_config.load_with_document(path)  # the environments' checks first
     return jenkinsjobs.parse(doc, path), releases
 
 
@@ -138,7 +134,7 @@ def apply(
                 client.update(job.path, xml)
                 change.action = "updated"
         changes.append(change)
-    return ApplyOutcome(request.url, user, request.check, changes)
+    return ApplyOutcome(client.url, user, request.check, changes)  # without user:token@
 
 
 def _connect(request: ApplyRequest) -> JenkinsClient:

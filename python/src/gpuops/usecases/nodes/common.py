@@ -3,21 +3,23 @@ no Python on the nodes), the pre-flight probe, the artifacts folder."""
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from gpuops import content
 from gpuops.adapters import ansible, ssh
+from gpuops.adapters.hostkeys import HostKeys
 from gpuops.core import gpuhealth, gpuparse
 from gpuops.core.inventory import Host, Inventory, driver_file
-from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.core.urls import remember_userinfo, shown_url, without_userinfo
+from gpuops.errors import InvalidInput
+from gpuops.fsio import OutDir
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ def inspect_hosts(
     timeout_s: int,
     parallel: int,
     mounts: Sequence[str] = ("/", "/var"),
+    host_keys: HostKeys | None = None,
 ) -> tuple[dict[str, gpuhealth.HostHealth], dict[str, str]]:
     """Every host's health through one ssh session each; (health by host, raw output)."""
     results = ssh.run_script(
@@ -57,6 +60,7 @@ def inspect_hosts(
         [str(timeout_s), *mounts],
         timeout_s=timeout_s + 30,
         parallel=parallel,
+        host_keys=host_keys,
     )
     health: dict[str, gpuhealth.HostHealth] = {}
     raw: dict[str, str] = {}
@@ -85,78 +89,108 @@ def inspect_hosts(
 class Probe:
     reachable: dict[str, bool]
     reasons: dict[str, str]
-    missing_runs: dict[str, list[str]]  # url -> hosts that could not fetch it
+    missing_runs: dict[str, list[str]]  # url (without userinfo) -> hosts that could not fetch it
     elapsed_s: float
 
 
-PROBE_SCRIPT = r"""# gpuops pre-flight: the node answers; each URL given can be fetched (HEAD)
-for url in "$@"; do
-  if command -v curl >/dev/null 2>&1; then
-    curl -fsSI --max-time 10 -o /dev/null "$url" && echo "@@ok $url" || echo "@@missing $url"
-  elif command -v wget >/dev/null 2>&1; then
-    wget -q --spider -T 10 "$url" && echo "@@ok $url" || echo "@@missing $url"
-  else
-    echo "@@unknown $url"
-  fi
-done
+#: The pre-flight script. The URLs to check arrive inside the script (on ssh's stdin, in the
+#: here-document ``probe_script`` fills in), never as arguments: a repository URL can carry a
+#: password, and a command line is visible to every user of the agent and of the node (ps).
+#: On the node too: curl reads the URL from a config on its stdin (``-K -``); wget reads a URL
+#: with credentials from its stdin (``-i -``, GNU wget) and takes one without as an argument
+#: (BusyBox wget has no ``-i``); ``printf`` is the shell's builtin. Each line of the
+#: here-document is ``secret|plain URL``; answers name a URL by its index.
+PROBE_SCRIPT = r"""# gpuops pre-flight: the node answers; each URL below can be fetched (HEAD)
+gpuops_probe() {
+  n=0
+  while IFS=' ' read -r kind url; do
+    if command -v curl >/dev/null 2>&1; then
+      if printf 'url = "%s"\n' "$url" | curl -fsI --max-time 10 -o /dev/null -K - 2>/dev/null
+      then echo "@@ok $n"; else echo "@@missing $n"; fi
+    elif command -v wget >/dev/null 2>&1 && [ "$kind" = plain ]; then
+      if wget -q --spider -T 10 "$url" 2>/dev/null
+      then echo "@@ok $n"; else echo "@@missing $n"; fi
+    elif command -v wget >/dev/null 2>&1; then
+      if printf '%s\n' "$url" | wget -q --spider -T 10 -i - 2>/dev/null
+      then echo "@@ok $n"; else echo "@@missing $n"; fi
+    else
+      echo "@@unknown $n"
+    fi
+    n=$((n + 1))
+  done
+}
+gpuops_probe <<'@@GPUOPS-URLS@@'
+@@URLS@@@@GPUOPS-URLS@@
 echo "@@alive"
 """
 
+#: What a URL handed to the probe may hold: printable ASCII without blanks, quotes or
+#: backslashes (it is a line of a here-document and a quoted string of curl's config).
+_PROBE_URL = re.compile(r"[!#-\[\]-~]+")
 
-def probe(hosts: Sequence[Host], *, check_runs: bool, parallel: int = 50) -> Probe:
+
+def probe_script(urls: Sequence[str]) -> str:
+    """:data:`PROBE_SCRIPT` with ``urls`` in its here-document, one a line."""
+    lines = "".join(f"{'plain' if without_userinfo(u) == u else 'secret'} {u}\n" for u in urls)
+    return PROBE_SCRIPT.replace("@@URLS@@", lines)
+
+
+def _probe_url(host: Host) -> str:
+    url = f"{host.repo_url}/{driver_file(host.driver_version)}"
+    remember_userinfo(url)  # a password in it is redacted from every output from now on
+    if not _PROBE_URL.fullmatch(url):
+        raise InvalidInput(
+            f"inventory host {host.name}: gpu_nodes_driver_repo_url {shown_url(host.repo_url)} "
+            "holds a blank, a quote, a backslash or a character that is not ASCII",
+            hint="percent-encode it (RFC 3986)",
+            field="inventory",
+        )
+    return url
+
+
+def probe(
+    hosts: Sequence[Host],
+    *,
+    check_runs: bool,
+    parallel: int = 50,
+    host_keys: HostKeys | None = None,
+) -> Probe:
     """Read-only pre-flight over ssh: every host answers and finds its driver's .run in the
     repository (when ``check_runs``). Groups of hosts share one repository check per URL."""
     started = time.monotonic()
     by_url: dict[str, list[Host]] = {}
-    for host in hosts:
-        by_url.setdefault(f"{host.repo_url}/{driver_file(host.driver_version)}", []).append(host)
+    for host in hosts if check_runs else ():
+        by_url.setdefault(_probe_url(host), []).append(host)
     asked: dict[str, list[str]] = {h.name: [] for h in hosts}
-    if check_runs:
-        for url, group in by_url.items():
-            asked[group[0].name].append(url)  # one host per URL asks the repository
+    for url, group in by_url.items():
+        asked[group[0].name].append(url)  # one host per URL asks the repository
     results: dict[str, ssh.Result] = {}
     groups: dict[tuple[str, ...], list[Host]] = {}
     for host in hosts:
         groups.setdefault(tuple(asked[host.name]), []).append(host)
     for urls, group in groups.items():
-        results.update(ssh.run_script(group, PROBE_SCRIPT, urls, timeout_s=60, parallel=parallel))
+        results.update(
+            ssh.run_script(  # the URLs inside the script (stdin), never as arguments
+                group, probe_script(urls), timeout_s=60, parallel=parallel, host_keys=host_keys
+            )
+        )
     reachable = {h.name: "@@alive" in results[h.name].stdout for h in hosts}
     reasons = {h.name: results[h.name].reason for h in hosts if not reachable[h.name]}
-    missing: dict[str, list[str]] = {}
+    missing: dict[str, list[str]] = {}  # by the URL as messages show it: no user:password@
     for host in hosts:
+        mine = asked[host.name]
         for line in results[host.name].stdout.splitlines():
-            if line.startswith("@@missing "):
-                url = line.split(" ", 1)[1]
-                missing[url] = [h.name for h in by_url.get(url, [])]
+            word, _, index = line.partition(" ")
+            if word == "@@missing" and index.isdigit() and int(index) < len(mine):
+                url = mine[int(index)]
+                missing.setdefault(without_userinfo(url), []).extend(h.name for h in by_url[url])
     return Probe(reachable, reasons, missing, round(time.monotonic() - started, 3))
 
 
-def artifacts_dir(path: str | None, command: str) -> Path:
-    """The artifacts folder: ``path``, else ``./gpuops-artifacts/<command>-<UTC time>``."""
+def artifacts_dir(path: str | None, command: str, *, option: str = "artifacts_dir") -> OutDir:
+    """The artifacts folder: ``path``, else ``./gpuops-artifacts/<command>-<UTC time>``. It is
+    checked now and created by the first file written into it."""
     if path:
-        target = Path(path)
-    else:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        target = Path("gpuops-artifacts") / f"{command}-{stamp}"
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(
-            f"artifacts folder {target} cannot be created ({exc.strerror})",
-            field="artifacts_dir",
-        ) from None
-    return target
-
-
-def write(path: Path, text: str) -> str:
-    try:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        raise OperationFailed(f"cannot write {path} ({exc.strerror})") from None
-    return str(path)
-
-
-def write_json(path: Path, doc: Any) -> str:
-    return write(path, json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+        return OutDir(path, option=option)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return OutDir(Path("gpuops-artifacts") / f"{command}-{stamp}", option=option)

@@ -1,0 +1,224 @@
+"""Nothing secret in any output, as units: URLs lose their ``user:password@`` wherever they
+are shown, a URL is parsed before anything connects, a file that is not an environments file
+is never quoted back, secrets read from a variable the user named are redacted like the
+default ones, and the result on stdout is redacted like the result file.
+
+The end-to-end canaries (real subprocesses, the lab, every process's command line) are in
+tests/python/integration/test_no_secret_leaks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_jenkins_apply import CHOICES, CONFIG, JOBS, TOKEN, USER, Replay
+
+from gpuops import logs
+from gpuops.cli.main import run
+from gpuops.core.urls import parse_http, shown_url, without_userinfo
+from gpuops.errors import InvalidInput, Unreachable
+from gpuops.usecases import jenkinsjobs
+from gpuops.usecases.jenkinsjobs import ApplyRequest
+
+PW = "Pw-canary-3f9a1c"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> None:
+    logs._KNOWN.clear()
+
+
+@pytest.fixture
+def replay(monkeypatch: pytest.MonkeyPatch) -> Iterator[Replay]:
+    """The recorded Jenkins of test_jenkins_apply.py, on 127.0.0.1."""
+    server = Replay()
+    threading.Thread(target=server.server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("GPUOPS_JENKINS_TOKEN", TOKEN)
+    try:
+        yield server
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"https://admin:{PW}@jenkins.example.com/ci/", "https://jenkins.example.com/ci/"),
+        (f"http://admin:{PW}@[::1]:8080/x?q=1", "http://[::1]:8080/x?q=1"),
+        (f"http://{PW}@host", "http://host"),
+        (f"http://a:{PW}@[::1/x", "http://[::1/x"),  # not parseable: still stripped
+        (f"see http://u:{PW}@h:1/ and ftp://v:{PW}@g/", "see http://h:1/ and ftp://g/"),
+        ("https://plain.example.com:8443/a@b", "https://plain.example.com:8443/a@b"),
+    ],
+)
+def test_a_url_is_shown_without_its_userinfo(url: str, shown: str) -> None:
+    assert without_userinfo(url) == shown
+    assert PW not in shown_url(url)
+
+
+def test_parse_http_refuses_bad_urls_without_showing_the_password() -> None:
+    for bad in ("http://[::1", f"http://u:{PW}@[::1", "ftp://h/", "http://", "http://h:99999/",
+                f"http://u:{PW}@h/ x", "http://h/\x85"):  # fmt: skip
+        with pytest.raises(InvalidInput) as info:
+            parse_http(bad, "--url", userinfo=True)
+        assert PW not in info.value.message
+    with pytest.raises(InvalidInput, match="user name or password") as info:
+        parse_http(f"https://u:{PW}@h/", "--link")
+    assert PW not in info.value.message
+    assert parse_http(f"https://u:{PW}@h:8/", userinfo=True).hostname == "h"
+    assert PW in logs.secret_values({})  # a password in a URL is a secret from now on
+
+
+def test_a_jenkins_url_that_cannot_be_parsed_is_bad_input(tmp_path: Path) -> None:
+    config = tmp_path / "r.yaml"
+    config.write_text(CONFIG)
+    err = tmp_path / "err.json"
+    for url in ("http://[::1", "http://127.0.0.1:99999/", "http://:8080/"):
+        code = run(["--error-file", str(err), "jenkins", "apply", "--config", str(config),
+                    "--url", url])  # fmt: skip
+        assert code == 2, err.read_text()
+        assert json.loads(err.read_text())["error"]["field"] == "url"
+
+
+def test_the_jenkins_url_is_never_shown_with_its_password(replay: Replay, tmp_path: Path) -> None:
+    config = tmp_path / "r.yaml"
+    config.write_text(CONFIG)
+    replay.start_of_apply()
+    for job in JOBS:
+        replay.job_is(job, False)
+    url = replay.url.replace("http://", f"http://admin:{PW}@") + "/"
+    out = jenkinsjobs.apply(
+        ApplyRequest(str(config), url, USER, check=True), choices_for=lambda req, rel: CHOICES
+    )
+    assert not replay.problems, replay.problems
+    assert [j.action for j in out.jobs] == ["would-create"] * len(JOBS)
+    assert out.to_dict()["jenkins"] == replay.url + "/"
+    assert PW not in json.dumps(out.to_dict())
+    dead = ApplyRequest(str(config), f"http://admin:{PW}@127.0.0.1:9/", USER)
+    with pytest.raises(Unreachable) as info:
+        jenkinsjobs.apply(dead, choices_for=lambda req, rel: CHOICES)
+    assert PW not in info.value.message and "http://127.0.0.1:9/" in info.value.message
+
+
+SHADOW = (
+    "root:$y$j9T$Kq0saltsalt$hashhashhashhashhashhashhash:19000:0:99999:7:::\n"
+    "daemon:*:19000:0:99999:7:::\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (SHADOW, "19000"),
+        (SHADOW, "daemon"),
+        ("root$y$j9T$Kq0saltsalt$hashhash: 1\n", "hashhash"),
+        ("environments:\n  x$y$j9T$saltsalthash: {}\n", "saltsalthash"),
+        ("a: !Tag-secretvalue x\n", "secretvalue"),
+        ("a: !secretvalue!x y\n", "secretvalue"),
+        ("a: b\n  c: secretvalue: d\n", "secretvalue"),
+    ],
+)
+def test_a_file_that_is_not_an_environments_file_is_never_quoted(
+    tmp_path: Path, text: str, secret: str
+) -> None:
+    path = tmp_path / "not-an-environments-file"
+    path.write_text(text)
+    err = tmp_path / "err.json"
+    code = run(["--error-file", str(err), "release", "status", "--config", str(path),
+                "--environment", "prod"])  # fmt: skip
+    doc = json.loads(err.read_text())
+    assert code == 2, doc
+    assert secret not in json.dumps(doc), doc
+    assert str(path) in doc["error"]["message"]  # the file is named, its content is not
+
+
+def test_a_password_in_a_variable_the_user_named_is_a_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuops.usecases.images.registryops import RegistryAccess
+
+    monkeypatch.setenv("ROBOT_USER", "robot")
+    monkeypatch.setenv("ROBOT_PASS", PW)  # a name that says nothing of secrets
+    assert PW not in logs.secret_values()
+    creds = RegistryAccess(False, None, "ROBOT_USER", "ROBOT_PASS").credentials()
+    assert creds is not None and creds.password == PW
+    assert PW in logs.secret_values()
+
+
+def test_the_jenkins_token_from_a_named_variable_is_a_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuops.adapters.jenkins import JenkinsClient
+
+    monkeypatch.setenv("CI_API", PW)
+    JenkinsClient.connect("http://127.0.0.1:9/", "bot", "CI_API")
+    assert PW in logs.secret_values()
+
+
+def test_the_result_on_stdout_is_redacted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--output json`` and text on stdout go through the same redaction as the files."""
+    from gpuops.cli import main
+    from gpuops.cli.base import Outcome, Runtime
+
+    logs.remember_secret(PW)
+    for output in ("json", "text"):
+        runtime = Runtime(output=output)
+        runtime.command = "x"
+        main._emit(runtime, Outcome({"note": f"the registry said {PW}"}, f"said {PW}"))
+        out = capsys.readouterr().out
+        assert PW not in out and "****" in out, out
+
+
+def test_a_jenkins_repository_with_a_password_is_refused_unquoted(tmp_path: Path) -> None:
+    """It would be written into every job's config.xml (and the --check diff): refused, and
+    the message names it without the password."""
+    from gpuops.core import jenkinsjobs as core
+
+    doc = {"jenkins": {"name": "infer", "repository": f"https://ci:{PW}@git.example.com/a.git"}}
+    with pytest.raises(InvalidInput, match="carries a password") as info:
+        core.parse(doc, "r.yaml")
+    assert PW not in info.value.message and "git.example.com" in info.value.message
+    doc["jenkins"]["repository"] = "git@git.example.com:ai/infer.git"  # scp-like: a user only
+    assert core.parse(doc, "r.yaml").repository == "git@git.example.com:ai/infer.git"
+
+
+def test_a_driver_repository_url_a_here_document_cannot_carry_is_refused() -> None:
+    from gpuops.core.inventory import Host
+    from gpuops.usecases.nodes import common
+
+    for url in (f'http://u:{PW}@h/x"y', f"http://u:{PW}@h/a b", "http://h/\u00e9"):
+        host = Host("n1", ("gpu",), {"gpu_nodes_driver_repo_url": url,
+                                     "gpu_nodes_driver_version": "550.90.07"})  # fmt: skip
+        with pytest.raises(InvalidInput, match="gpu_nodes_driver_repo_url") as info:
+            common.probe([host], check_runs=True)
+        assert PW not in info.value.message
+    script = common.probe_script([f"http://u:{PW}@h/NVIDIA.run"])
+    assert f"\nsecret http://u:{PW}@h/NVIDIA.run\n@@GPUOPS-URLS@@\n" in script  # stdin, a line
+
+
+def test_an_unknown_parameter_is_named_only_when_it_is_a_name(tmp_path: Path) -> None:
+    """A parameters file's keys that are no option are named when short (a typo), never
+    quoted whole (a key can be anything a file holds: here 80 letters and digits)."""
+    params, err = tmp_path / "params.json", tmp_path / "err.json"
+    secret = "a" + PW.replace("-", "") * 5
+    params.write_text(json.dumps({secret: 1, "tyop": 2}))
+    code = run(["--params-file", str(params), "--error-file", str(err), "release", "status"])
+    message = json.loads(err.read_text())["error"]["message"]
+    assert code == 2 and secret[:20] not in message and "tyop" in message, message
+
+
+def test_a_log_line_never_shows_a_urls_password() -> None:
+    import logging
+
+    record = logging.LogRecord(
+        "gpuops.x", logging.INFO, __file__, 1, "GET %s", (f"http://u:{PW}@h/",), None
+    )
+    assert logs.RedactingFilter([]).filter(record)
+    assert record.getMessage() == "GET http://h/"
