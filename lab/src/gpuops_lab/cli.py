@@ -26,11 +26,17 @@ def lab() -> None:
     """The local lab: registry, image builder, SSH GPU fleet, Kubernetes (for tests, demo)."""
 
 
+def _default_dir() -> str:
+    """The default of ``--dir`` as the text a user would give (its type checks the default
+    like a given value): ``$GPUOPS_LAB_DIR``'s rules, else /tmp/gpuops-lab."""
+    return str(default_lab_dir())
+
+
 _dir_option = click.option(
     "--dir",
     "lab_dir",
     type=Text("path", lambda v: lab_dir_value(v, "--dir / lab_dir"), empty=True),
-    default=default_lab_dir,
+    default=_default_dir,
     envvar=LAB_DIR_ENV,
     show_default="$GPUOPS_LAB_DIR or /tmp/gpuops-lab",
     help="The lab's directory: 'up' creates and marks it; other commands act only on a "

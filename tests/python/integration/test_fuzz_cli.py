@@ -16,9 +16,14 @@ scratch folder; ``nodes update`` always with ``--check`` and ``nodes label`` wit
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible.utils.display import Display
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -45,6 +51,7 @@ from gpuops_lab import kube as labkube
 Display()
 
 pytestmark = pytest.mark.timeout(900)
+GPUOPS = str(Path(sys.executable).parent / "gpuops")
 
 
 @dataclass(frozen=True)
@@ -69,10 +76,11 @@ class Env:
 ENVIRONMENTS: dict[str, Env] = {
     "headroom check": Env(exits=frozenset({0, 2, 3})),
     "headroom explain": Env(exits=frozenset({0, 2})),
-    # reads a result document and writes a page: exit 1 is an unusable input document
-    "report capacity": Env(needs="files", exits=frozenset({0, 1, 2})),
-    "report fleet": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
-    "report node-update": Env(needs="fleet-files", exits=frozenset({0, 1, 2})),
+    # reads a result document and writes a page: a document it cannot read (whatever it
+    # holds) is exit 2 naming the file, like any input
+    "report capacity": Env(needs="files", exits=frozenset({0, 2})),
+    "report fleet": Env(needs="fleet-files", exits=frozenset({0, 2})),
+    "report node-update": Env(needs="fleet-files", exits=frozenset({0, 2})),
     # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
     "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
     "nodes label": Env(
@@ -97,7 +105,7 @@ ENVIRONMENTS: dict[str, Env] = {
     "release history": Env(needs="release", exits=frozenset({0, 2})),
     "release status": Env(needs="release", exits=frozenset({0, 2})),
     # reads a release history result (history.json in the scratch folder) and writes a page
-    "report releases": Env(needs="release", exits=frozenset({0, 1, 2})),
+    "report releases": Env(needs="release", exits=frozenset({0, 2})),
     # no Jenkins can run here (see test_jenkins_apply.py): every URL is unreachable (exit 4)
     "jenkins apply": Env(needs="release", exits=frozenset({2, 4})),
 }
@@ -148,6 +156,12 @@ EXAMPLES: dict[str, list[Any]] = {
         f"{TMP}/ctx",
         f"{TMP}/ctx/Dockerfile",
         f"{TMP}/record.json",
+        # special paths (laid out in every scratch folder): a device, a FIFO, a secret file,
+        # a link to it
+        "/dev/zero",
+        f"{TMP}/fifo",
+        f"{TMP}/secret",
+        f"{TMP}/link-to-secret",
     ],
     "image": [
         f"{REG}/fuzz/app:1",
@@ -197,7 +211,11 @@ FIRST: dict[str, dict[str, Any]] = {
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
      "[2]", '{"a": [1]}', "x" * 300, "pod/", "\x00", "$(reboot)", "../../etc/passwd",
-     '{"nodeAffinity": 5}', '[{"matchExpressions": 5}]', '{"a": {"b": 1}}']
+     '{"nodeAffinity": 5}', '[{"matchExpressions": 5}]', '{"a": {"b": 1}}',
+     # white space and controls str.strip() removed without a word, C1 controls, separators
+     "default\u00a0", "\u00a0", "nvidia.com/gpu\u2028", "a\u2028b", "\u0085", "x\u0085",
+     "gpu\x9b", "\x80\x9f", "v1\u2029", "\ufeffdefault", "a\u200bb", "@hosts.txt",
+     "http://[::1"]
 )  # fmt: skip
 #: Keys of the objects the structured options take, so that arbitrary JSON often has their shape.
 KEYS = st.sampled_from(
@@ -250,9 +268,16 @@ def _value(option: dict[str, Any], kubeconfig: str) -> st.SearchStrategy[Any]:
     return st.one_of(plausible, plausible, JSON)
 
 
+#: A change to the documents of an example's scratch folder: (which value, by its index among
+#: all of a document's values; True: remove it, else put the JSON value there).
+Mutation = tuple[int, bool, Any]
+Call = tuple[dict[str, Any], list[str], list[Mutation]]
+
+
 @st.composite
-def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
-    """Option values (params file keys) and arguments for one call of ``path``."""
+def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> Call:
+    """Option values (params file keys), arguments and document changes for one call of
+    ``path``: half the examples read the documents as the commands wrote them."""
     doc = COMMANDS[path]
     fixed = ENVIRONMENTS.get(path, Env()).fixed
     params: dict[str, Any] = {}
@@ -264,10 +289,12 @@ def _call(draw: st.DrawFn, path: str, kubeconfig: str) -> tuple[dict[str, Any], 
             params[option["name"]] = draw(_value(option, kubeconfig))
     workloads = st.sampled_from(EXAMPLES["workload"])
     args = [draw(workloads | workloads | st.text(max_size=20)) for _ in doc["arguments"]]
-    return params, args
+    changes = st.tuples(st.integers(0, 10**6), st.booleans(), JSON)
+    mutations = draw(st.lists(changes, min_size=1, max_size=3)) if draw(st.booleans()) else []
+    return params, args, mutations
 
 
-def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[str]]:
+def _first_plausible(path: str, kubeconfig: str) -> Call:
     """The required options at their first plausible value, the rest left out: one call that
     should get a real answer from the cluster (the test checks that one did)."""
     env = ENVIRONMENTS.get(path, Env())
@@ -281,7 +308,39 @@ def _first_plausible(path: str, kubeconfig: str) -> tuple[dict[str, Any], list[s
             params[name] = first[name]
         elif option["required"]:
             params[name] = option.get("minimum", 1) if kind == "integer" else EXAMPLES[kind][0]
-    return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]]
+    return params, [EXAMPLES["workload"][0] for _ in COMMANDS[path]["arguments"]], []
+
+
+def _value_paths(doc: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every value's place in a decoded document (of a list, its first three items)."""
+    found: list[tuple[Any, ...]] = []
+    items = list(doc.items()) if isinstance(doc, dict) else []
+    items += list(enumerate(doc[:3])) if isinstance(doc, list) else []
+    for key, value in items:
+        found.append((*at, key))
+        found += _value_paths(value, (*at, key))
+    return found
+
+
+def _mutate(path: Path, mutations: list[Mutation]) -> None:
+    """Apply ``mutations`` to the JSON or YAML document at ``path`` (written back as JSON,
+    which YAML reads too): a value replaced by another of any kind, or removed."""
+    doc = yaml.safe_load(path.read_text())
+    for index, remove, drawn in mutations:
+        places = _value_paths(doc)
+        value = copy.deepcopy(drawn)  # never the same object twice (a document holding itself)
+        if not places:
+            doc = value
+            continue
+        place = places[index % len(places)]
+        target = doc
+        for step in place[:-1]:
+            target = target[step]
+        if remove:
+            del target[place[-1]]
+        else:
+            target[place[-1]] = value
+    path.write_text(json.dumps(doc))
 
 
 def _flags(path: str, params: dict[str, Any]) -> list[str]:
@@ -368,10 +427,11 @@ def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory)
     the nodes' report pages."""
     tmp = tmp_path_factory.mktemp("nodes-results")
     inventory = str(nodes_lab.inventory(tmp))
+    keys = ["--known-hosts", nodes_lab.fleet.facts["known_hosts"]]
     docs = {"inspect.json": tmp / "inspect.json", "update.json": tmp / "update.json"}
     calls = {
-        "inspect.json": ["nodes", "inspect", "-i", inventory],
-        "update.json": ["nodes", "update", "-i", inventory, "--check",
+        "inspect.json": ["nodes", "inspect", "-i", inventory, *keys],
+        "update.json": ["nodes", "update", "-i", inventory, "--check", *keys,
                         "--kubeconfig", str(nodes_lab.kube.kubeconfig),
                         "--artifacts-dir", str(tmp / "update")],
     }  # fmt: skip
@@ -490,12 +550,20 @@ class Scene:
     files: dict[str, str]
     folders: dict[str, Path] = field(default_factory=dict)
 
-    def lay_out(self, tmp: Path) -> None:
+    def lay_out(self, tmp: Path, mutations: list[Mutation]) -> None:
+        """The files, the folders and the special paths (a FIFO, a secret file and a link to
+        it); with ``mutations`` applied to every document the commands read (report inputs,
+        the environments file, the inventory)."""
         for name, text in self.files.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp / name).write_text(text)
         for name, folder in self.folders.items():
             shutil.copytree(folder, tmp / name)
+        _special_files(tmp)
+        if mutations:
+            for name in [*self.files, "inventory/hosts.yml"]:
+                if name.endswith((".json", ".yaml", ".yml")) and (tmp / name).is_file():
+                    _mutate(tmp / name, mutations)
 
 
 def _scene(
@@ -529,6 +597,21 @@ def _scene(
     return scene
 
 
+@pytest.fixture
+def memory_cap() -> Iterator[None]:
+    """This process's address space capped at what it has now + 4 GiB while the examples run:
+    a read of /dev/zero that does not stop (a reader not bounded) is a MemoryError (exit 5,
+    a failure here), not the machine's memory."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with Path("/proc/self/status").open() as status:
+        size_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, ((size_kib << 10) + (4 << 30), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 @pytest.mark.parametrize("how", ["params", "flags"])
 @pytest.mark.parametrize("path", sorted(COMMANDS))
 def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
@@ -553,15 +636,16 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     scene = _scene(env, request, monkeypatch, kube_lab, headroom_result)
     cluster = scene.cluster
     before = _objects(cluster)
+    request.getfixturevalue("memory_cap")  # after the labs' fixtures started their daemons
     seen: set[int] = set()
 
     @settings(SETTINGS, deadline=timedelta(seconds=env.deadline_s))
     @example(call=_first_plausible(path, str(cluster.kubeconfig)))
     @given(call=_call(path, str(cluster.kubeconfig)))
-    def check(call: tuple[dict[str, Any], list[str]]) -> None:
+    def check(call: Call) -> None:
         with tempfile.TemporaryDirectory(prefix="gpuops-fuzz-") as tmp:
-            params, args = _in({**scene.places, TMP: tmp}, call)
-            scene.lay_out(Path(tmp))
+            params, args, mutations = _in({**scene.places, TMP: tmp}, call)
+            scene.lay_out(Path(tmp), mutations)
             argv = ["--output", "json"]
             if how == "params":
                 pfile = Path(tmp) / "params.json"
@@ -574,6 +658,7 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
         seen.add(code)
         assert code in env.exits, f"exit {code}: {err or out}"
         assert "Traceback" not in out + err
+        assert SECRET_CANARY not in out + err, "a secret file's content was echoed"
         if code != 0:
             error = json.loads(err)["error"]
             assert error["category"] != "internal"
@@ -584,3 +669,70 @@ def test_any_value_in_any_field_ends_cleanly_and_creates_nothing(
     # the examples reached the input checks, and some got past them to a real answer
     assert 2 in seen and seen - {2}, seen
     print(f"gpuops {path} ({how}): exit codes seen {sorted(seen)}")
+
+
+# -- special paths: a device, a FIFO, a link, a secret file, wherever gpuops reads a file ------
+
+#: What a secret file holds: none of it may appear in any output.
+SECRET_CANARY = "s3cr3t-CANARY-hash-7f3a"
+SECRET_TEXT = f"root:$y$j9T$saltsalt${SECRET_CANARY}:19000:0:99999:7:::\ndaemon:*:19000:::\n"
+#: Each option that names a file gpuops reads, the command and what else it needs to get there.
+READERS: list[tuple[str, list[str], str]] = [
+    ("report capacity", ["--out", "{tmp}/page"], "--input"),
+    ("report fleet", ["--out", "{tmp}/page"], "--input"),
+    ("report node-update", ["--out", "{tmp}/page"], "--input"),
+    ("report releases", ["--out", "{tmp}/page"], "--input"),
+    ("release status", ["-e", "fuzz"], "--config"),
+    ("release history", ["-e", "fuzz"], "--config"),
+    ("jenkins apply", ["--url", "http://127.0.0.1:9/"], "--config"),
+    ("nodes inspect", [], "--inventory"),
+    ("nodes update", ["--check"], "--inventory"),
+    ("nodes label", ["--dry-run"], "--inventory"),
+    ("headroom check", ["--gpus-per-pod", "1"], "--kubeconfig"),
+    ("image build", ["--image", "127.0.0.1:9/x/y", "--context", "{tmp}"], "--dockerfile"),
+    ("describe", [], "--params-file"),
+    ("headroom check", ["--gpus-per-pod", "1"], "--params-file"),
+]
+SPECIAL = ["/dev/zero", "{tmp}/fifo", "{tmp}/link-to-secret", "{tmp}/secret", "/etc/shadow"]
+
+
+def _special_files(tmp: Path) -> None:
+    os.mkfifo(tmp / "fifo")
+    (tmp / "secret").write_text(SECRET_TEXT)
+    (tmp / "secret").chmod(0o600)
+    (tmp / "link-to-secret").symlink_to(tmp / "secret")
+
+
+def _limited() -> None:  # in the child: 2 GiB of memory at most (a read of /dev/zero)
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.parametrize("special", SPECIAL)
+@pytest.mark.parametrize(
+    ("path", "before", "option"), READERS, ids=[f"{p} {o}" for p, _, o in READERS]
+)
+def test_a_special_path_where_a_file_is_read_is_exit_2_and_never_echoed(
+    tmp_path: Path, path: str, before: list[str], option: str, special: str
+) -> None:
+    """/dev/zero was exit 5 (the size cap looked at st_size, 0 for a device) or read without
+    end; a FIFO blocked; a secret file's first key was echoed back. Each is exit 2 now, in
+    time, without a byte of the file in any output."""
+    _special_files(tmp_path)
+    given = special.replace("{tmp}", str(tmp_path))
+    words = [w.replace("{tmp}", str(tmp_path)) for w in before]
+    argv = [option, given, *path.split(), *words] if option == "--params-file" else [
+        *path.split(), *words, option, given]  # fmt: skip
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    try:
+        done = subprocess.run(
+            [GPUOPS, "--output", "json", "--error-file", str(tmp_path / "error.json"), *argv],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+            preexec_fn=_limited, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"gpuops {path} {option} {special}: no answer in 120 s (a FIFO read?)")
+    error = tmp_path / "error.json"
+    said = done.stdout + done.stderr + (error.read_text() if error.exists() else "")
+    assert done.returncode == 2, said[-2000:]
+    assert "Traceback" not in said
+    assert SECRET_CANARY not in said and "19000" not in said and "daemon" not in said, said

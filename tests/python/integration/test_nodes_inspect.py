@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 from integration.conftest_nodes import NodesLab
+from junitcheck import assert_junit_well_formed
 
 from gpuops_lab import fleet as labfleet
 from gpuops_lab import hoststate
@@ -103,7 +103,8 @@ def test_inspection_flags_the_faulty_host_and_its_xid_once(
         ]
         # reports: the JSON result and one JUnit test case per host
         assert json.loads(Path(doc["reports"]["json"]).read_text())["critical_hosts"] == [FAULTY]
-        suite = ET.parse(doc["reports"]["junit"]).getroot().find("testsuite")  # noqa: S314
+        junit = assert_junit_well_formed(Path(doc["reports"]["junit"]).read_text())
+        suite = junit.find("testsuite")
         assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("6", "1")
         failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
         assert failed == [FAULTY]
@@ -141,3 +142,26 @@ def test_reboot_pending_and_unreachable_hosts(nodes_lab: NodesLab, tmp_path: Pat
     finally:
         labfleet.start_sshd(nodes_lab.lab, "gpu-l40s-01")
         hoststate.set_gpu_state(nodes_lab.lab, "gpu-h800-01", driver="550.90.07")
+
+
+def test_a_mount_the_hosts_lack_is_a_finding_and_a_relative_one_is_refused(
+    nodes_lab: NodesLab, tmp_path: Path
+) -> None:
+    """``--mount /no-such-mount`` was silently left out (df's complaint skipped as an
+    unparsable line): now each host says it could not check it (a warning)."""
+    inv = nodes_lab.fleet.facts["inventory"]
+    missing = "/no-such-mount-gpuops"
+    run = nodes_lab.gpuops("nodes", "inspect", "-i", inv, "-l", "gpu_h800", "--mount", "/",
+                           "--mount", missing, "--report-dir", str(tmp_path / "r"),
+                           tmp=tmp_path)  # fmt: skip
+    assert run.rc == 0, run.stderr
+    for h in run.result["hosts"]:
+        assert [d["mount"] for d in h["disks"]] == ["/"], h["host"]
+        (finding,) = [f for f in h["findings"] if f["check"] == "disk-unchecked"]
+        assert finding["severity"] == "warning" and finding["value"] == missing, finding
+        assert h["status"] == "warning"
+    assert_junit_well_formed(Path(run.result["reports"]["junit"]).read_text())
+    for bad in ("var", "./var", "", "~/x"):
+        refused = nodes_lab.gpuops("nodes", "inspect", "-i", inv, "--mount", bad, tmp=tmp_path)
+        assert refused.doc is not None, refused.stderr
+        assert refused.rc == 2 and refused.doc["error"]["field"] == "mounts", refused.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from integration.browser import open_page
 from integration.conftest_nodes import NodesLab
+from junitcheck import assert_junit_well_formed
 
 from gpuops.core import rollout
 from gpuops.render.html import nodes as pages
@@ -48,6 +49,7 @@ def test_fleet_health_page_shows_the_faulty_host_and_its_xid(
     assert result["report"]["status"] == "written", result["report"]
     assert {Path(f).name for f in result["report"]["files"]} == {"fleet.html", "report.css"}
     assert {p.name for p in out.iterdir()} >= {"fleet.html", "inspect.json", "inspect-junit.xml"}
+    assert_junit_well_formed((out / "inspect-junit.xml").read_text())
 
     seen = open_page(out, "fleet.html", "fleet-lab-critical")
     seen.assert_clean()

@@ -236,3 +236,42 @@ def test_truncated_output_is_a_parse_error() -> None:
 def test_bus_key_matches_the_kernel_log_form() -> None:
     assert xid.bus_key("00000000:CB:00.0") == "0000:cb:00"
     assert xid.bus_key("0000:b3:00.0") == "0000:b3:00"
+
+
+def _with_disk(text: str, disk: str) -> str:
+    """``text`` with its disk section's body replaced by ``disk``."""
+    head, _, rest = text.partition("@@gpuops disk rc=0\n")
+    _, _, tail = rest.partition("@@gpuops end\n")
+    return f"{head}@@gpuops disk rc=1\n{disk}@@gpuops end\n{tail}"
+
+
+def test_a_mount_the_host_lacks_is_a_finding_not_a_silent_skip() -> None:
+    """The script says which mounts it could not check; before, df's complaint on stderr was
+    skipped as an unparsable line and the mount silently left out."""
+    disk = DF.format(used=70000000, avail=30000000)
+    disk += "@@unchecked missing /data/models x\n@@unchecked df-failed /mnt/nfs\n"
+    h = evaluate(_with_disk(output(gpus.host_state(A100)), disk))
+    assert [d["mount"] for d in h.disks] == ["/"]
+    unchecked = [f for f in h.findings if f.check == "disk-unchecked"]
+    assert [(f.severity, f.value) for f in unchecked] == [
+        (WARNING, "/data/models x"),
+        (WARNING, "/mnt/nfs"),
+    ]
+    assert "/data/models x: does not exist on the host" in unchecked[0].message
+    assert h.status == WARNING
+    assert "disk-unchecked" in gpuhealth.HOST_ONLY_CHECKS
+
+
+def test_the_script_reports_a_mount_that_does_not_exist(tmp_path: Path) -> None:
+    """The disk section of the shipped script itself, run here on a missing and a real path."""
+    import subprocess
+
+    script = tmp_path / "gpu-inspect.sh"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        ["sh", str(script), "5", "/", str(tmp_path / "no such mount")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    section = gpuparse.split_sections(done.stdout).get("disk")
+    assert [d["mount"] for d in gpuparse.parse_disk(section)] == ["/"]
+    assert f"@@unchecked missing {tmp_path / 'no such mount'}" in section.lines

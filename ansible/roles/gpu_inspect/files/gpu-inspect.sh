@@ -25,6 +25,21 @@ run() {
   shift
   { "$@"; echo $? > "$D/$n.rc"; } > "$D/$n" 2>&1 &
 }
+# df per mount; one it cannot check is said ("@@unchecked missing|df-failed PATH"), never
+# left out: the controller makes it a finding
+disks() {
+  rc=0
+  for m in "$@"; do
+    if [ ! -e "$m" ]; then
+      printf '@@unchecked missing %s\n' "$m"
+      rc=1
+    elif ! df -P -k -- "$m"; then
+      printf '@@unchecked df-failed %s\n' "$m"
+      rc=1
+    fi
+  done
+  return $rc
+}
 run gpus timeout "$T_S" nvidia-smi --query-gpu="$Q" --format=csv,nounits
 run nvlink timeout "$T_S" nvidia-smi nvlink -s
 run nvlink_errors timeout "$T_S" nvidia-smi nvlink -e
@@ -32,7 +47,7 @@ run version timeout "$T_S" nvidia-smi --version
 run kernel sh -c 'out=$(dmesg 2>&1); rc=$?
   printf "%s\n" "$out" | grep -E "NVRM: (Xid|The NVIDIA GPU)|fallen off the bus"; exit $rc'
 run netdev cat /proc/net/dev
-run disk df -P -k "$@"
+run disk disks "$@"
 wait
 for n in gpus nvlink nvlink_errors version kernel netdev disk; do
   printf '@@gpuops %s rc=%s\n' "$n" "$(cat "$D/$n.rc" 2>/dev/null || echo 255)"

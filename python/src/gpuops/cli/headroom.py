@@ -13,7 +13,13 @@ import click
 
 from gpuops.adapters import webhook
 from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, namespace_option, report_dir_option, write_report
+from gpuops.cli.common import (
+    cluster_options,
+    http_url,
+    namespace_option,
+    report_dir_option,
+    write_report,
+)
 from gpuops.cli.types import Integer, Structured, Text, shown
 from gpuops.core import headroom as core
 from gpuops.core.kubeinput import (
@@ -47,12 +53,6 @@ def _env_name(value: str) -> str:
         raise InvalidInput(f"{shown(value)} is not an environment variable name")
     if not value.replace("_", "a").isalnum():
         raise InvalidInput(f"{shown(value)} is not an environment variable name")
-    return value
-
-
-def _link(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
-        raise InvalidInput(f"{shown(value)} is not an http(s) URL")
     return value
 
 
@@ -132,7 +132,7 @@ def headroom() -> None:
 )
 @click.option(
     "--link",
-    type=Text("url", _link),
+    type=Text("url", http_url),
     help="A URL to put in the shortage notification, e.g. the CI build that asked.",
 )
 @click.option(

@@ -22,7 +22,15 @@ from gpuops.errors import InvalidInput
 
 __all__ = ["Choice", "GpuOpsType", "Integer", "Structured", "Text", "json_kind", "shown"]
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Characters no option value may hold: C0 and C1 controls (U+0085 among them), line and
+#: paragraph separators, zero-width and bidirectional formatting characters, the byte order
+#: mark, lone surrogates and the noncharacters U+FFFE/U+FFFF. str.strip() used to remove some
+#: of them silently; a value holding one is refused, never normalised.
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u2069\ufeff\ud800-\udfff\ufffe\uffff]"
+)
+_CONTROL_SAID = "contains a control character or an invisible one (newline, tab, U+2028, ...)"
 _MAX_TEXT = 4096
 
 
@@ -96,7 +104,7 @@ class Text(GpuOpsType):
     def parse(self, value: Any) -> Any:
         text = str(value)
         if _CONTROL.search(text):
-            raise InvalidInput(f"{shown(text)} contains a control character (newline, tab, ...)")
+            raise InvalidInput(f"{shown(text)} {_CONTROL_SAID}")
         if len(text) > _MAX_TEXT:
             raise InvalidInput(f"is {len(text)} characters long; the limit is {_MAX_TEXT}")
         if not text and not self._empty:
@@ -138,9 +146,29 @@ class Structured(GpuOpsType):
         return self._kinds
 
     def parse(self, value: Any) -> Any:
-        if isinstance(value, str) and _CONTROL.search(value):
-            raise InvalidInput(f"{shown(value)} contains a control character (newline, tab, ...)")
+        bad = _invisible(value)
+        if bad is not None:
+            raise InvalidInput(f"{shown(bad)} {_CONTROL_SAID}")
         return self._parse(value)
+
+
+def _invisible(value: Any, depth: int = 0) -> str | None:
+    """The first string (key or value, at any depth) of a JSON value that holds a character
+    no value may hold, or None."""
+    if isinstance(value, str):
+        return value if _CONTROL.search(value) else None
+    if depth > 32:  # deeper than any option's value: refused by its parser
+        return None
+    items: list[Any] = []
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    for item in items:
+        found = _invisible(item, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def option_kinds(param: click.Parameter) -> tuple[str, ...]:

@@ -17,13 +17,14 @@ from typing import Any
 from gpuops.core import gpuparse
 from gpuops.core import xid as xidlib
 from gpuops.core.gpucheck import CRITICAL, OK, WARNING, check_gpu, xid_finding
+from gpuops.core.values import key_shown
 from gpuops.errors import InvalidInput
 
 UNREACHABLE = "unreachable"
 _RANK = {OK: 0, WARNING: 1, CRITICAL: 2}
 #: Host-wide checks that say nothing about the GPUs; every other host-wide finding
 #: (nvidia-smi failing, a reboot pending, a GPU missing, an Xid of an unlisted GPU) does.
-HOST_ONLY_CHECKS = frozenset({"nic-errors", "disk-free"})
+HOST_ONLY_CHECKS = frozenset({"nic-errors", "disk-free", "disk-unchecked"})
 __all__ = [
     "CRITICAL",
     "HOST_ONLY_CHECKS",
@@ -66,7 +67,7 @@ class Thresholds:
         unknown = sorted(set(values) - known)
         if unknown:
             raise InvalidInput(
-                f"{where}: unknown threshold(s) {', '.join(map(str, unknown))}",
+                f"{where}: unknown threshold(s) {', '.join(key_shown(k) for k in unknown[:5])}",
                 hint=f"known thresholds: {', '.join(sorted(known))}",
             )
         checked: dict[str, Any] = {}
@@ -265,5 +266,18 @@ def evaluate(host: str, raw: gpuparse.RawHost, expected: int, t: Thresholds) -> 
                     limit=t.disk_free_warning_pct,
                 )
             )
+    for unchecked in gpuparse.parse_unchecked_mounts(raw.get("disk")):
+        why = {
+            "missing": "does not exist on the host",
+            "df-failed": "df could not read it",
+        }[unchecked["why"]]
+        add(
+            Finding(
+                "disk-unchecked",
+                WARNING,
+                f"{unchecked['mount']}: {why}: its free space is not checked",
+                value=unchecked["mount"],
+            )
+        )
     health.status = worst([f.severity for f in health.findings])
     return health

@@ -222,6 +222,20 @@ def parse_disk(section: Section) -> list[dict[str, Any]]:
     return disks
 
 
+_UNCHECKED = re.compile(r"^@@unchecked (?P<why>missing|df-failed) (?P<mount>.+)$")
+
+
+def parse_unchecked_mounts(section: Section) -> list[dict[str, str]]:
+    """Mounts the script could not check (``@@unchecked missing|df-failed PATH``): a path
+    that does not exist on the host, or one df could not read."""
+    found = []
+    for line in section.lines:
+        m = _UNCHECKED.match(line)
+        if m:
+            found.append({"mount": m.group("mount"), "why": m.group("why")})
+    return found
+
+
 #: nvidia-smi's own failures (NVIDIA_SMI.md), by what it printed and its exit status
 SMI_FAILURES: dict[str, str] = {
     "driver-not-loaded": "the NVIDIA driver is not loaded (nvidia-smi cannot talk to it)",

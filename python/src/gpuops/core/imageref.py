@@ -238,8 +238,8 @@ def parse_key_values(
                 raise InvalidInput(f"{what}: {shown(part)} is not a KEY=VALUE string")
             key, eq, val = part.partition("=")
             if not eq:
-                raise InvalidInput(f"{what}: {shown(part.strip())} is not KEY=VALUE")
-            items.append((key.strip(), val))
+                raise InvalidInput(f"{what}: {shown(part)} is not KEY=VALUE")
+            items.append((key.strip(" "), val))
     out: dict[str, str] = {}
     for key, raw in items:
         if not key or re.search(r"[\s=\x00-\x1f\x7f]", key):

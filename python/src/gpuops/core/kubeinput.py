@@ -112,13 +112,13 @@ def parse_node_selector(value: str | Mapping[str, Any] | None) -> dict[str, str]
         if raw is None:
             raw = {}
             for part in value.split(","):
-                key, eq, val = part.strip().partition("=")
-                if not eq or not key.strip():
+                key, eq, val = part.strip(" ").partition("=")
+                if not eq or not key.strip(" "):
                     raise InvalidInput(
-                        f"{what} {shown(value)}: {shown(part.strip())} is not key=value",
+                        f"{what} {shown(value)}: {shown(part.strip(' '))} is not key=value",
                         hint="write the selector as key=value,key2=value2 or a JSON object",
                     )
-                key, val = key.strip(), val.strip().removeprefix("=").strip()
+                key, val = key.strip(" "), val.strip(" ").removeprefix("=").strip(" ")
                 if key in raw and raw[key] != val:
                     raise InvalidInput(f"{what} {shown(value)} gives {shown(key)} two values")
                 raw[key] = val
@@ -169,11 +169,11 @@ def _toleration_text(part: str, what: str) -> Toleration:
     if part == "*":
         return Toleration(operator="Exists")
     key, eq, val = body.partition("=")
-    doc: dict[str, str] = {"key": key.strip(), "operator": "Equal" if eq else "Exists"}
+    doc: dict[str, str] = {"key": key.strip(" "), "operator": "Equal" if eq else "Exists"}
     if eq:
-        doc["value"] = val.strip()
+        doc["value"] = val.strip(" ")
     if colon:
-        doc["effect"] = effect.strip()
+        doc["effect"] = effect.strip(" ")
     if not doc["key"]:
         raise InvalidInput(f"{what} {shown(part)} has no key", hint="write key=value:Effect")
     return _toleration(doc, what)
@@ -188,7 +188,8 @@ def parse_tolerations(value: str | list[Any] | None) -> tuple[Toleration, ...]:
     if isinstance(value, str):
         raw = _json_or_none(value)
         if raw is None:
-            return tuple(_toleration_text(p.strip(), what) for p in value.split(",") if p.strip())
+            parts = [p.strip(" ") for p in value.split(",")]
+            return tuple(_toleration_text(p, what) for p in parts if p)
     if isinstance(raw, Mapping):
         raw = [raw]
     if not isinstance(raw, list):
@@ -272,12 +273,12 @@ def parse_class_counts(value: str | Mapping[str, Any] | None, what: str) -> dict
         if raw is None:
             raw = {}
             for part in value.split(","):
-                key, eq, num = part.strip().partition("=")
-                if not eq or not key.strip():
+                key, eq, num = part.strip(" ").partition("=")
+                if not eq or not key.strip(" "):
                     raise InvalidInput(
-                        f"{what} {shown(value)}: {shown(part.strip())} is not class=number"
+                        f"{what} {shown(value)}: {shown(part.strip(' '))} is not class=number"
                     )
-                raw[key.strip()] = num.strip()
+                raw[key.strip(" ")] = num.strip(" ")
     if not isinstance(raw, Mapping):
         raise InvalidInput(f"{what} must be class=number pairs or a JSON object, not {shown(raw)}")
     out: dict[str, int] = {}

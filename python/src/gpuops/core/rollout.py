@@ -44,7 +44,7 @@ def parse_batch_size(text: Any) -> BatchSize:
     """``5`` or ``"5"`` (hosts) or ``"20%"`` (of the hosts to change)."""
     if isinstance(text, int) and not isinstance(text, bool):
         text = str(text)
-    m = _SIZE.match(str(text).strip()) if isinstance(text, str) else None
+    m = _SIZE.fullmatch(text) if isinstance(text, str) else None  # as given: nothing stripped
     if not m:
         raise InvalidInput(
             f"batch size {shown(text)} is not a count like 5 or a percentage like 20%"
