@@ -340,6 +340,8 @@ def main() -> int:
     out: dict[str, Any] = {}
     try:
         lab.up(["fleet", "kube"] if args.update else ["fleet"])
+        # gpuops checks host keys: the lab's, as a Jenkins step binds them
+        os.environ["GPUOPS_KNOWN_HOSTS"] = lab.facts("fleet")["known_hosts"]
         out["inspect"] = inspect_bench(lab, args, folder)
         if args.update:
             out["update"] = update_bench(lab, args, folder)

@@ -30,8 +30,9 @@ say "1. starting the local lab in $GPUOPS_LAB_DIR"
 run "${G[@]}" lab up
 status=$("${G[@]}" --output json lab status)
 fact() { jq -r ".result.components.$1" <<<"$status"; }
-export KUBECONFIG ANSIBLE_CONFIG ANSIBLE_DEPRECATION_WARNINGS=False
+export KUBECONFIG ANSIBLE_CONFIG ANSIBLE_DEPRECATION_WARNINGS=False GPUOPS_KNOWN_HOSTS
 KUBECONFIG=$(fact kube.kubeconfig)
+GPUOPS_KNOWN_HOSTS=$(fact fleet.known_hosts)  # gpuops checks the hosts' keys
 ANSIBLE_CONFIG=$(fact fleet.ansible_cfg)
 KUBECTL=$(fact kube.bin_dir)/kubectl
 

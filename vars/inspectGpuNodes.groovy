@@ -12,20 +12,22 @@ import org.gpuops.StepParams
 @Field final List COMMAND = ['nodes', 'inspect']
 
 @Field final Map DEFAULTS = [
-    sshCredentialsId    : null,   // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
-    webhookCredentialsId: null,   // string credential with the alert webhook URL -> env GPUOPS_WEBHOOK_URL
-    onCritical          : 'fail', // critical findings or hosts not inspected: 'fail', or 'unstable'
+    sshCredentialsId       : null,   // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
+    knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
+    webhookCredentialsId   : null,   // string credential with the alert webhook URL -> env GPUOPS_WEBHOOK_URL
+    onCritical             : 'fail', // critical findings or hosts not inspected: 'fail', or 'unstable'
 ]
 
 @Field final Map TYPES = [
-    sshCredentialsId: 'string', webhookCredentialsId: 'string', onCritical: ['fail', 'unstable'],
+    sshCredentialsId: 'string', knownHostsCredentialsId: 'string', webhookCredentialsId: 'string',
+    onCritical: ['fail', 'unstable'],
 ]
 
 Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
     Map cli = params.cli
-    List credentials = Credentials.bindings(ssh: step.sshCredentialsId,
+    List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
                                             webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env)
     return NodeSteps.run(this, cli,
         [folder: 'report_dir', page: 'fleet.html', title: 'GPU fleet health', credentials: credentials,

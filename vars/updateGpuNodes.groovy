@@ -12,18 +12,21 @@ import org.gpuops.StepParams
 
 @Field final Map DEFAULTS = [
     sshCredentialsId       : null,   // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
+    knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
     kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG
     onFailure              : 'fail', // failed hosts or a refused batch: 'fail' the build, or 'unstable'
 ]
 
 @Field final Map TYPES = [
-    sshCredentialsId: 'string', kubeconfigCredentialsId: 'string', onFailure: ['fail', 'unstable'],
+    sshCredentialsId: 'string', knownHostsCredentialsId: 'string', kubeconfigCredentialsId: 'string',
+    onFailure: ['fail', 'unstable'],
 ]
 
 Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
-    List credentials = Credentials.bindings(ssh: step.sshCredentialsId, kubeconfig: step.kubeconfigCredentialsId)
+    List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
+                                            kubeconfig: step.kubeconfigCredentialsId)
     return NodeSteps.run(this, params.cli,
         [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
          allow: ['failed', 'gate-refused'], mode: step.onFailure])

@@ -66,11 +66,13 @@ def up(lab: Lab) -> dict[str, Any]:
     (fdir / "cp").mkdir(mode=0o700, exist_ok=True)
     key, public = fleetfiles.client_key(fdir)
     fleetfiles.shared_tree(fdir / "shared", hosts, public)
-    for host, _ in hosts:
-        fleetfiles.host_tree(fdir / "hosts" / host.name, host)
+    host_keys = {h.name: fleetfiles.host_tree(fdir / "hosts" / h.name, h) for h, _ in hosts}
+    fleetfiles.write(fdir / "known_hosts", fleetfiles.known_hosts(hosts, host_keys))
     fleetfiles.write(fdir / "host.sh", hostscripts.HOST_SH, 0o755)
     fleetfiles.write(fdir / "boot.sh", hostscripts.BOOT_SH, 0o755)
-    fleetfiles.write(fdir / "ssh_config", fleetfiles.ssh_config(hosts, key, ctl))
+    fleetfiles.write(
+        fdir / "ssh_config", fleetfiles.ssh_config(hosts, key, ctl, fdir / "known_hosts")
+    )
     repo_url = f"http://{netns.GATEWAY}:{REPO_PORT}"
     inventory = fleetfiles.inventory_dir(
         fdir / "inventory", fleetfiles.inventory(hosts, key, ctl, repo_url, fdir / "cp")
@@ -115,6 +117,8 @@ def up(lab: Lab) -> dict[str, Any]:
         "inventory": str(inventory),
         "ansible_cfg": str(fdir / "ansible.cfg"),
         "ssh_config": str(fdir / "ssh_config"),
+        # the hosts' keys: pass it to every gpuops nodes command (--known-hosts)
+        "known_hosts": str(fdir / "known_hosts"),
         "private_key": str(key),
         "driver_repo_url": repo_url,
         "driver_runs": runs,

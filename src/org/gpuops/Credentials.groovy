@@ -6,7 +6,8 @@ import com.cloudbees.groovy.cps.NonCPS
  * The credential bindings of every step, in one place: each kind of secret the CLI reads, bound
  * by gpuopsExec's withCredentials into the environment variable the CLI reads it from (never
  * argv, never a Groovy string). A step names the Jenkins credential IDs it was given; an absent
- * ID binds nothing. Bindings come in one order (SSH key, kubeconfig, registry, webhook).
+ * ID binds nothing. Bindings come in one order (SSH key, known hosts, kubeconfig, registry,
+ * webhook).
  */
 class Credentials implements Serializable {
 
@@ -15,6 +16,8 @@ class Credentials implements Serializable {
     /** The variables the CLI reads the SSH key file and user from (gpuops.adapters.ansible). */
     static final String SSH_KEY_FILE_VARIABLE = 'GPUOPS_SSH_KEY_FILE'
     static final String SSH_USER_VARIABLE = 'GPUOPS_SSH_USER'
+    /** The known-hosts file the nodes' host keys are checked against (gpuops.adapters.hostkeys). */
+    static final String KNOWN_HOSTS_VARIABLE = 'GPUOPS_KNOWN_HOSTS'
     /** Where the kubernetes client and gpuops look for a kubeconfig. */
     static final String KUBECONFIG_VARIABLE = 'KUBECONFIG'
     /** The CLI's defaults; a step may name others (its *_env parameters). */
@@ -23,8 +26,8 @@ class Credentials implements Serializable {
     static final String WEBHOOK_VARIABLE = 'GPUOPS_WEBHOOK_URL'
 
     /**
-     * Bindings for gpuopsExec from credential IDs: [ssh: id, kubeconfig: id, registry: id,
-     * webhook: id], and optionally the variables the CLI was told to read instead of its
+     * Bindings for gpuopsExec from credential IDs: [ssh: id, knownHosts: id, kubeconfig: id,
+     * registry: id, webhook: id], and optionally the variables the CLI was told to read instead of its
      * defaults ([registryUsernameVariable:, registryPasswordVariable:, webhookVariable:]).
      */
     @NonCPS
@@ -33,6 +36,9 @@ class Credentials implements Serializable {
         if (ids.ssh) {
             out.add([type: 'sshUserPrivateKey', id: ids.ssh, keyFileVariable: SSH_KEY_FILE_VARIABLE,
                      usernameVariable: SSH_USER_VARIABLE])
+        }
+        if (ids.knownHosts) {
+            out.add([type: 'file', id: ids.knownHosts, variable: KNOWN_HOSTS_VARIABLE])
         }
         if (ids.kubeconfig) {
             out.add([type: 'file', id: ids.kubeconfig, variable: KUBECONFIG_VARIABLE])

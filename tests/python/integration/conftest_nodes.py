@@ -51,9 +51,10 @@ class NodesLab:
     def lab(self) -> Lab:
         return self.fleet.lab
 
-    def inventory(self, tmp: Path, **drivers: str) -> Path:
+    def inventory(self, tmp: Path, sha256: dict[str, str] | None = None, **drivers: str) -> Path:
         """A copy of the lab's test inventory whose model groups want other drivers:
-        ``gpu_h800="570.133.20"`` (the CUDA version follows the branch)."""
+        ``gpu_h800="570.133.20"`` (the CUDA version follows the branch); ``sha256`` replaces
+        those groups' map of driver version to sha256 (the shipped one names the lab's)."""
         folder = tmp / "inventory"
         shutil.copytree(Path(self.fleet.facts["inventory"]).parent, folder)
         cuda = {"535": "12.2", "550": "12.4", "570": "12.8"}
@@ -67,13 +68,22 @@ class NodesLab:
                 else line
                 for line in path.read_text().splitlines()
             ]
+            if sha256 is not None:
+                lines.append(f"gpu_nodes_driver_sha256: {json.dumps(sha256)}")
             path.write_text("\n".join(lines) + "\n")
         return folder / "hosts.yml"
 
     def gpuops(
-        self, *args: str, tmp: Path, env: dict[str, str] | None = None, timeout: float = 1200
+        self,
+        *args: str,
+        tmp: Path,
+        env: dict[str, str] | None = None,
+        timeout: float = 1200,
+        known_hosts: bool = True,
     ) -> Run:
-        """The installed CLI as Jenkins runs it (result/error files), in ``tmp``."""
+        """The installed CLI as Jenkins runs it (result/error files), in ``tmp``; the host keys
+        checked against the lab's known_hosts (``GPUOPS_KNOWN_HOSTS``, as the Jenkins steps
+        bind it) unless ``known_hosts`` is False."""
         tmp.mkdir(parents=True, exist_ok=True)
         result, error = tmp / "result.json", tmp / "error.json"
         for f in (result, error):
@@ -83,6 +93,7 @@ class NodesLab:
             "KUBECONFIG": str(self.kube.kubeconfig),
             "GPUOPS_RESULT_FILE": str(result),
             "GPUOPS_ERROR_FILE": str(error),
+            **({"GPUOPS_KNOWN_HOSTS": self.fleet.facts["known_hosts"]} if known_hosts else {}),
             **(env or {}),
         }
         done = subprocess.run(

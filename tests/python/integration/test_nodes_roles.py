@@ -174,3 +174,52 @@ def test_nouveau_is_blacklisted_and_rebooted_away_before_the_install(
     finally:
         hoststate.set_gpu_state(fleet_lab.lab, host, driver="535.161.08", nouveau=False)
         fleet_lab.ssh(host, "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")
+
+
+def test_wrong_driver_checksum_refuses_the_host_before_any_change(fleet_lab: FleetLab) -> None:
+    """The repository serves another .run than the inventory's sha256 names: the host fails
+    before nouveau is blacklisted, before the download and the installer."""
+    host = fleet_lab.host("gpu_l40s", 0)
+    installed = hoststate.gpu_state(fleet_lab.lab, host)["install"]
+    hoststate.set_gpu_state(fleet_lab.lab, host, nouveau=True)
+    wrong = "0" * 64
+    try:
+        recap, out = play(
+            fleet_lab,
+            host,
+            update_gpu_nodes_roles=["nvidia_driver"],
+            gpu_nodes_driver_version="570.133.20",
+            gpu_nodes_cuda_version="12.8",
+            gpu_nodes_driver_sha256={"570.133.20": wrong},
+        )
+        assert (recap["failed"], recap["changed"]) == (1, 0), out
+        text = " ".join(out.split())
+        real = "9bb82887b7b484a2ce2c88d8cb6b6459181749edf2c1d94760352c0601587ae8"
+        assert (
+            f"sha256 of NVIDIA-Linux-x86_64-570.133.20.run is {real}, the inventory wants {wrong}"
+            in text
+        ), out
+        assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed  # never ran
+        left = on(
+            fleet_lab,
+            host,
+            "ls /etc/modprobe.d/blacklist-nouveau.conf /root/.cache/gpuops/nvidia 2>&1; true",
+        )
+        assert left.count("No such file or directory") == 2, left
+    finally:
+        hoststate.set_gpu_state(fleet_lab.lab, host, nouveau=False)
+
+
+def test_missing_driver_checksum_fails_the_role_before_any_change(fleet_lab: FleetLab) -> None:
+    host = fleet_lab.host("gpu_l40s", 0)
+    installed = hoststate.gpu_state(fleet_lab.lab, host)["install"]
+    recap, out = play(
+        fleet_lab,
+        host,
+        update_gpu_nodes_roles=["nvidia_driver"],
+        gpu_nodes_driver_version="570.133.20",
+        gpu_nodes_driver_sha256={},
+    )
+    assert (recap["failed"], recap["changed"]) == (1, 0), out
+    assert f"no sha256 for driver 570.133.20 on {host}" in " ".join(out.split()), out
+    assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from integration.conftest_kube import wait_until
 from integration.conftest_nodes import GPUOPS, NodesLab
+from junitcheck import assert_junit_well_formed
 from kubernetes.client.exceptions import ApiException
 
 from gpuops_lab import fleet as labfleet
@@ -83,7 +84,7 @@ def gpu_pod(nodes_lab: NodesLab) -> Iterator[Any]:
 
 
 def test_preflight_refusals_touch_nothing(nodes_lab: NodesLab, tmp_path: Path) -> None:
-    absent = nodes_lab.inventory(tmp_path, gpu_h800="999.1.1")
+    absent = nodes_lab.inventory(tmp_path, sha256={"999.1.1": "0" * 64}, gpu_h800="999.1.1")
     run = nodes_lab.gpuops("nodes", "update", "-i", str(absent), "-l", "gpu_h800", tmp=tmp_path)
     assert run.rc == 2, run.stderr
     error = run.doc["error"]  # type: ignore[index]
@@ -101,6 +102,50 @@ def test_preflight_refusals_touch_nothing(nodes_lab: NodesLab, tmp_path: Path) -
         rc, header = driver(nodes_lab, host)
         assert rc == 0 and "Driver Version: 550.90.07" in header
         assert not nodes_lab.node(host).spec.unschedulable
+
+
+def test_missing_driver_checksum_is_refused_in_preflight(
+    nodes_lab: NodesLab, tmp_path: Path
+) -> None:
+    inv = nodes_lab.inventory(tmp_path, sha256={"550.90.07": "0" * 64}, gpu_h800="570.133.20")
+    folder = tmp_path / "artifacts"
+    run = nodes_lab.gpuops(
+        "nodes", "update", "-i", str(inv), "-l", "gpu_h800", "--artifacts-dir", str(folder),
+        tmp=tmp_path,
+    )  # fmt: skip
+    assert run.rc == 2, run.stderr
+    error = run.doc["error"]  # type: ignore[index]
+    assert error["field"] == "inventory"
+    assert (
+        "group gpu_h800 (host gpu-h800-01) has no sha256 for driver 570.133.20"
+        in (error["message"])
+    )
+    assert not folder.exists()  # refused before anything was made or reached
+    for host in (H1, H2):
+        assert "Driver Version: 550.90.07" in driver(nodes_lab, host)[1]
+        assert not nodes_lab.node(host).spec.unschedulable
+
+
+def test_wrong_driver_checksum_refuses_the_hosts_before_any_change(
+    nodes_lab: NodesLab, tmp_path: Path
+) -> None:
+    """The repository's .run is not the one the inventory names: the plan (check mode, on the
+    node) refuses every H800 host; none is cordoned, drained or changed."""
+    wrong = "0" * 64
+    inv = nodes_lab.inventory(tmp_path, sha256={"570.133.20": wrong}, gpu_h800="570.133.20")
+    with Cordons(nodes_lab, [H1, H2]) as seen:
+        run = nodes_lab.gpuops("nodes", "update", "-i", str(inv), "-l", "gpu_h800", tmp=tmp_path)
+    assert run.rc == 1, run.stderr
+    hosts = {h["host"]: h for h in run.result["hosts"]}
+    for host in (H1, H2):
+        assert hosts[host]["status"] == "failed", hosts[host]
+        assert (
+            "sha256 of NVIDIA-Linux-x86_64-570.133.20.run is 9bb82887" in (hosts[host]["reason"])
+        ), hosts[host]
+        assert f"the inventory wants {wrong}" in hosts[host]["reason"]
+        assert "Driver Version: 550.90.07" in driver(nodes_lab, host)[1]
+        assert seen.seen[host] == {False}  # never cordoned
+    assert run.result["batches"] == []
 
 
 def _assert_timeline(doc: dict[str, Any]) -> None:
@@ -164,6 +209,7 @@ def test_h800_group_upgrade_rolls_batch_by_batch(
             **os.environ,
             "KUBECONFIG": str(nodes_lab.kube.kubeconfig),
             "GPUOPS_RESULT_FILE": str(tmp_path / "result.json"),
+            "GPUOPS_KNOWN_HOSTS": nodes_lab.fleet.facts["known_hosts"],
         }
         with Cordons(nodes_lab, [H1, H2]) as cordons:
             proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
@@ -190,7 +236,8 @@ def test_h800_group_upgrade_rolls_batch_by_batch(
         assert hosts[H1]["waited_for"] == ["nodes-update-test/trainer"]
         assert all(b["headroom"]["fits"] for b in doc["batches"])
         _assert_timeline(doc)
-        assert Path(doc["artifacts"]["junit"]).read_text().count("<testcase ") == 2
+        junit = assert_junit_well_formed(Path(doc["artifacts"]["junit"]).read_text())
+        assert len(junit.findall("testsuite/testcase")) == 2
         assert list(
             Path(doc["artifacts"]["folder"], "ansible/artifacts/batch-00/job_events").glob("*.json")
         )
@@ -301,6 +348,7 @@ def test_a_host_killed_mid_batch_fails_alone(nodes_lab: NodesLab, tmp_path: Path
         **os.environ,
         "KUBECONFIG": str(nodes_lab.kube.kubeconfig),
         "GPUOPS_ERROR_FILE": str(tmp_path / "error.json"),
+        "GPUOPS_KNOWN_HOSTS": nodes_lab.fleet.facts["known_hosts"],
     }
     try:
         proc = subprocess.Popen(args, env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)

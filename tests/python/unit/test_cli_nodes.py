@@ -53,8 +53,10 @@ def inventory(tmp: Path, group_vars: dict[str, str]) -> Path:
     return folder / "hosts.yml"
 
 
+SHA = {"550.90.07": "a" * 64, "535.161.08": "b" * 64}
 GOOD_VARS = {
-    "all": 'gpu_nodes_driver_repo_url: "http://192.0.2.250/nvidia"\n',
+    "all": 'gpu_nodes_driver_repo_url: "http://192.0.2.250/nvidia"\n'
+    f"gpu_nodes_driver_sha256: {json.dumps(SHA)}\n",
     "gpu_h800": 'gpu_nodes_driver_version: "550.90.07"\n',
     "gpu_a100": 'gpu_nodes_driver_version: "535.161.08"\n',
 }
@@ -173,3 +175,48 @@ def test_a_kubeconfig_that_does_not_exist_is_an_input_error(tmp_path: Path) -> N
         "nodes", "update", "-i", str(inv), "--kubeconfig", str(tmp_path / "kc"), tmp=tmp_path
     )
     assert rc == 2 and "kubeconfig" in doc["error"]["message"]
+
+
+def test_a_driver_without_checksum_is_refused_before_anything(tmp_path: Path) -> None:
+    only_h800 = 'gpu_nodes_driver_sha256: {"550.90.07": "' + "a" * 64 + '"}\n'
+    inv = inventory(tmp_path, {**GOOD_VARS, "all": GOOD_VARS["all"].split("\n")[0] + "\n"})
+    (inv.parent / "group_vars" / "gpu_h800.yml").write_text(GOOD_VARS["gpu_h800"] + only_h800)
+    folder = tmp_path / "new" / "artifacts"
+    rc, doc = gpuops(
+        "nodes", "update", "-i", str(inv), "--no-kube", "--artifacts-dir", str(folder), tmp=tmp_path
+    )
+    assert rc == 2 and doc["error"]["field"] == "inventory", doc
+    message = doc["error"]["message"]
+    assert "group gpu_a100 (host gpu-a100-01) has no sha256 for driver 535.161.08" in message
+    assert "gpu_nodes_driver_sha256" in doc["error"]["hint"]
+    assert not (tmp_path / "new").exists()  # nothing made, no host reached
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('{"535.161.08": "ABC"}', "is not 64 lowercase hexadecimal digits"),
+        ('{"535.161.08": "' + "A" * 64 + '"}', "is not 64 lowercase hexadecimal digits"),
+        ('"' + "b" * 64 + '"', "must be a map of driver version to sha256"),
+    ],
+)
+def test_a_malformed_driver_checksum_is_refused(table: str, said: str, tmp_path: Path) -> None:
+    inv = inventory(tmp_path, GOOD_VARS)
+    (inv.parent / "group_vars" / "gpu_a100.yml").write_text(
+        GOOD_VARS["gpu_a100"] + f"gpu_nodes_driver_sha256: {table}\n"
+    )
+    rc, doc = gpuops("nodes", "update", "-i", str(inv), "--no-kube", tmp=tmp_path)
+    assert rc == 2 and doc["error"]["field"] == "inventory", doc
+    assert said in doc["error"]["message"]
+
+
+@pytest.mark.parametrize("command", ["update", "inspect", "label"])
+@pytest.mark.parametrize("given", ["missing", "/dev/null", "folder"])
+def test_a_known_hosts_that_is_no_readable_file_is_refused(
+    command: str, given: str, tmp_path: Path
+) -> None:
+    inv = inventory(tmp_path, GOOD_VARS)
+    path = {"missing": str(tmp_path / "nope"), "folder": str(tmp_path)}.get(given, given)
+    rc, doc = gpuops("nodes", command, "-i", str(inv), "--known-hosts", path, tmp=tmp_path)
+    assert rc == 2 and doc["error"]["field"] == "known_hosts", doc
+    assert "known-hosts file" in doc["error"]["message"]

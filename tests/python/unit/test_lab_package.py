@@ -26,3 +26,19 @@ def test_the_checkout_is_found_from_the_current_directory(
     monkeypatch.setenv("GPUOPS_REPO", str(tmp_path))
     with pytest.raises(InvalidInput, match="is not a gpu-ops checkout"):
         gpuops_lab.repo_root()
+
+
+def test_the_test_inventory_names_the_sha256_of_every_lab_driver() -> None:
+    """The lab's driver repository serves its own installers; the shipped test inventory
+    holds their real sha256 (gpuops refuses a driver without one): kept equal here."""
+    import hashlib
+
+    import yaml
+
+    from gpuops_lab import gpus, installer
+
+    all_vars = ROOT / "ansible" / "inventory" / "test" / "group_vars" / "all.yml"
+    table = yaml.safe_load(all_vars.read_text())["gpu_nodes_driver_sha256"]
+    assert table == {
+        v: hashlib.sha256(installer.driver_run(v).encode()).hexdigest() for v in gpus.REPO_DRIVERS
+    }

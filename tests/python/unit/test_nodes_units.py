@@ -3,11 +3,13 @@ ansible-runner event fold, JUnit XML, and the stable keys of the update result."
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
+from junitcheck import assert_junit_well_formed
 
-from gpuops.adapters import ansible, ssh
+from gpuops import content
+from gpuops.adapters import ansible, hostkeys, ssh
 from gpuops.core import rollout
 from gpuops.core.inventory import Host
 from gpuops.errors import InvalidInput
@@ -111,7 +113,7 @@ def test_junit_has_one_case_per_host_with_failures_and_skips() -> None:
             Case("h3", "gpu-update.gpu_a100", skipped="not started", output="batch 2"),
         ],
     )
-    root = ET.fromstring(text)  # noqa: S314 - our own document
+    root = assert_junit_well_formed(text)
     suite = root.find("testsuite")
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
@@ -180,3 +182,106 @@ def test_update_result_keys_are_stable() -> None:
         "planned": 0,
     }
     assert "<testcase " in ro.junit()
+    assert_junit_well_formed(ro.junit())
+
+
+def test_ssh_checks_host_keys_first_on_its_command_line() -> None:
+    """ssh takes the first value of an option: gpuops' host-key options come before an
+    inventory's ssh arguments, so ``StrictHostKeyChecking=no`` there changes nothing."""
+    host = Host(
+        "gpu-01",
+        (),
+        {"ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"},
+    )
+    argv = ssh.argv(host, "true", host_keys=hostkeys.HostKeys("/etc/gpuops/known hosts"))
+    strict = argv.index("StrictHostKeyChecking=yes")
+    assert strict < argv.index("StrictHostKeyChecking=no")
+    assert argv.index('UserKnownHostsFile="/etc/gpuops/known hosts"') < argv.index(
+        "UserKnownHostsFile=/dev/null"
+    )
+    assert "GlobalKnownHostsFile=none" in argv and "ControlPath=none" in argv
+    default = ssh.argv(Host("gpu-02"), "true")  # no file: ssh's own, checked strictly
+    assert "StrictHostKeyChecking=yes" in default
+    assert not any(a.startswith("UserKnownHostsFile") for a in default)
+    learn = hostkeys.HostKeys("/k", learned="/tmp/x/learned").options()
+    assert "StrictHostKeyChecking=accept-new" in learn
+    assert 'UserKnownHostsFile="/tmp/x/learned" "/k"' in learn  # new keys go to the first
+
+
+def test_a_refused_host_key_names_the_host_and_the_file() -> None:
+    keys = hostkeys.HostKeys("/srv/known_hosts")
+    changed = (
+        "@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+        "Host key verification failed.\n"
+    )
+    said = keys.refusal("gpu-01", "192.0.2.1", changed)
+    assert said is not None and said.startswith("host key of gpu-01 (192.0.2.1) differs")
+    assert "/srv/known_hosts" in said
+    unknown = "No ED25519 host key is known for 192.0.2.1 and you have requested strict checking.\n"
+    said = keys.refusal("gpu-01", "192.0.2.1", unknown + "Host key verification failed.\n")
+    assert said == (
+        "host key of gpu-01 (192.0.2.1) is not in /srv/known_hosts: refused; to accept new "
+        "keys: --learn-host-keys"
+    )
+    assert keys.refusal("gpu-01", "192.0.2.1", "ssh: connect to host: No route to host") is None
+    result = ssh.Result("gpu-01", 255, "", "Host key verification failed.", 0.1, said)
+    assert result.reason == said
+
+
+def test_ansible_reads_the_sites_config_with_gpuops_settings_over_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site.cfg"
+    site.write_text(
+        "[defaults]\nhost_key_checking = False\nforks = 7\ncollections_path = cols\n"
+        "[ssh_connection]\nssh_args = -o ControlMaster=auto -o ControlPersist=30s ; site\n"
+    )
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(site))
+    monkeypatch.delenv("ANSIBLE_SSH_ARGS", raising=False)
+    monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
+    env = ansible.config_env(hostkeys.HostKeys("/srv/known_hosts"))
+    assert env["ANSIBLE_CONFIG"] == str(site)  # the site's own file, not replaced
+    assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"  # an environment variable wins over it
+    assert env["ANSIBLE_SSH_ARGS"] == (
+        "-o StrictHostKeyChecking=yes -o HashKnownHosts=no -o CheckHostIP=no "
+        "-o 'UserKnownHostsFile=\"/srv/known_hosts\"' -o GlobalKnownHostsFile=none "
+        "-o ControlMaster=auto -o ControlPersist=30s"
+    )
+    shipped = content.ansible_dir()
+    assert env["ANSIBLE_COLLECTIONS_PATH"] == f"{shipped / 'collections'}:{tmp_path / 'cols'}"
+    assert env["ANSIBLE_ROLES_PATH"] == str(shipped / "roles")
+    # no ANSIBLE_CONFIG: ./ansible.cfg as Ansible finds it, else the shipped one
+    monkeypatch.delenv("ANSIBLE_CONFIG")
+    monkeypatch.chdir(tmp_path)
+    assert ansible.config_env()["ANSIBLE_CONFIG"] == str(shipped / "ansible.cfg")
+    (tmp_path / "ansible.cfg").write_text("[defaults]\nforks = 3\n")
+    env = ansible.config_env()
+    assert env["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
+    assert env["ANSIBLE_SSH_ARGS"].endswith(ansible.DEFAULT_SSH_ARGS)  # Ansible's own default
+    (tmp_path / "ansible.cfg").write_text("no section header\n")
+    with pytest.raises(InvalidInput, match="is not an INI file Ansible can read"):
+        ansible.ansible_config()
+
+
+def test_ansible_never_reuses_an_ssh_master_connection_checked_against_other_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ControlPersist keeps a master connection 60 s: a run under another known-hosts file (or
+    after the file changed) must not ride on one whose host key was checked against other keys."""
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "a_known_hosts", tmp_path / "b_known_hosts"
+    first.write_text("10.0.0.1 ssh-ed25519 AAAA1\n")
+    second.write_text("10.0.0.1 ssh-ed25519 AAAA1\n")
+
+    def sockets(keys: hostkeys.HostKeys) -> str:
+        return ansible.config_env(keys)["ANSIBLE_SSH_CONTROL_PATH_DIR"]
+
+    a = sockets(hostkeys.HostKeys(str(first)))
+    assert a == sockets(hostkeys.HostKeys(str(first)))  # the same policy shares its masters
+    assert Path(a).parent == Path("~/.ansible/cp").expanduser()  # the shipped config's folder
+    assert a != sockets(hostkeys.HostKeys(str(second)))
+    assert a != sockets(hostkeys.HostKeys())
+    assert a != sockets(hostkeys.HostKeys(str(first), learned=str(tmp_path / "learned")))
+    first.write_text("10.0.0.1 ssh-ed25519 AAAA2\n")  # a key rotated in the same file
+    assert a != sockets(hostkeys.HostKeys(str(first)))

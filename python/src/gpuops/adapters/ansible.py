@@ -13,23 +13,27 @@ the Jenkins step's ``withCredentials``), never as an argument; errors are built 
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import io
 import json
 import logging
 import os
 import shutil
+import stat
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuops import content
+from gpuops import content, fsio
+from gpuops.adapters.hostkeys import HostKeys
 from gpuops.core.inventory import HOST_VARS, Host, Inventory
 from gpuops.core.values import shown
-from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
+from gpuops.fsio import OutDir
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,10 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+#: Largest file of an inventory gpuops lets Ansible read (inventories are configuration).
+MAX_INVENTORY_FILE = 16 << 20
+
+
 def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_nodes") -> Inventory:
     """The hosts of ``pattern`` in the inventory at ``path``, narrowed by ``limit``.
 
@@ -72,6 +80,8 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
             f"inventory {shown(path)} cannot be read ({getattr(exc, 'strerror', None) or exc})",
             field="inventory",
         ) from None
+    # Ansible reads the files itself: a device or FIFO among them would hang it
+    fsio.check_readable_tree(source, cap=MAX_INVENTORY_FILE, what="inventory", option="inventory")
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
     os.environ.setdefault("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "True")
     try:
@@ -121,18 +131,81 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
     hosts = []
     for host in selected:
         found = variables.get_vars(host=host, include_hostvars=False)
-        wanted = {k: found[k] for k in HOST_VARS if k in found}
-        try:
-            if any("{{" in str(v) for v in wanted.values()):
-                wanted = Templar(loader=loader, variables=found).template(wanted)
-        except AnsibleError:
-            raise InvalidInput(
-                f"inventory {path}: a variable of host {host.name} cannot be templated",
-                field="inventory",
-            ) from None
+        templar = Templar(loader=loader, variables=found)
+        wanted = {
+            k: _read_only_value(templar, found[k], f"inventory {path}: host {host.name}", k)
+            for k in HOST_VARS
+            if k in found
+        }
         groups = tuple(str(g) for g in found.get("group_names", ()))
-        hosts.append(Host(name=str(host.name), groups=groups, vars=_plain(wanted)))
+        hosts.append(Host(name=str(host.name), groups=groups, vars=wanted))
     return Inventory(path=str(source), hosts=tuple(hosts), limit=limit)
+
+
+class _LookupRefused(Exception):
+    """Raised by the lookup loader while gpuops reads the inventory (see
+    :func:`_lookups_refused`)."""
+
+
+@contextlib.contextmanager
+def _lookups_refused() -> Iterator[list[str]]:
+    """Ansible's templating with every lookup refused (``lookup``, ``query``/``q``: pipe, env,
+    file, ... and any collection's): each one asks the lookup loader for its plugin, and here
+    the loader refuses and records the name. ansible-core 2.19 ignores ``disable_lookups``,
+    so the loader is where it is stopped; an ansible-core whose templating does not go through
+    it is refused (fail closed), never read with lookups live. Yields the names tried."""
+    from ansible._internal._templating import _jinja_plugins  # noqa: PLC0415
+    from ansible.plugins import loader as plugin_loader  # noqa: PLC0415
+
+    lookups: Any = getattr(plugin_loader, "lookup_loader", None)
+    known = lookups is not None and getattr(_jinja_plugins, "lookup_loader", None) is lookups
+    if not known:
+        raise OperationFailed(
+            "this ansible-core templates lookups in a way gpuops does not know: the inventory "
+            "is not read (its lookups could run on the controller)",
+            hint="install the ansible-core of gpuops' lock file",
+        )
+    tried: list[str] = []
+
+    def refuse(name: Any, *_: Any, **__: Any) -> Any:
+        tried.append(str(name))
+        raise _LookupRefused(str(name))
+
+    lookups.get = refuse
+    lookups.get_with_context = refuse
+    try:
+        yield tried
+    finally:
+        del lookups.get
+        del lookups.get_with_context
+
+
+def _read_only_value(templar: Any, value: Any, where: str, name: str) -> Any:
+    """One host variable gpuops reads, templated as Ansible would (``{{ other_var }}``,
+    filters) but with lookups refused, as a plain value. A value that needs a lookup, or that
+    cannot be templated, is an input error naming host and variable (never the value: an
+    inventory can hold secrets)."""
+    from ansible.errors import AnsibleError, AnsibleUndefinedVariable  # noqa: PLC0415
+
+    failed: str | None = None
+    with _lookups_refused() as tried:
+        try:
+            plain = _plain(templar.template(value))  # _plain inside: containers are lazy
+        except AnsibleUndefinedVariable:
+            failed = "it uses a variable that is not defined"
+        except (AnsibleError, _LookupRefused):
+            failed = "it cannot be templated"
+    if tried:
+        raise InvalidInput(
+            f"{where}: variable {name} needs a lookup ({shown(tried[0], 40)}) to resolve; "
+            "gpuops reads the inventory with lookups disabled, so nothing runs on the "
+            "controller while it only reads",
+            hint="give it a plain value, or compose it from other variables ({{ other_var }})",
+            field="inventory",
+        )
+    if failed is not None:
+        raise InvalidInput(f"{where}: variable {name}: {failed}", field="inventory")
+    return plain
 
 
 # -- playbooks --------------------------------------------------------------------------------
@@ -191,9 +264,10 @@ def _message(res: Mapping[str, Any]) -> str:
 
 
 class _Events:
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: Progress | None, host_keys: HostKeys | None = None) -> None:
         self.hosts: dict[str, HostRun] = {}
         self.progress = progress
+        self.host_keys = host_keys or HostKeys()
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -224,7 +298,9 @@ class _Events:
             run.failed, run.failed_task, run.message = True, label, _message(res)
             self._say(run.host, "failed", label, seconds)
         elif kind == "runner_on_unreachable":
-            run.unreachable, run.failed_task, run.message = True, label, _message(res)
+            refused = self.host_keys.refusal(run.host, run.host, str(res.get("msg") or ""))
+            run.unreachable, run.failed_task = True, label
+            run.message = refused or _message(res)
             self._say(run.host, "unreachable", label, seconds)
         return True
 
@@ -233,33 +309,128 @@ class _Events:
             self.progress(host, status, task, seconds if isinstance(seconds, float) else None)
 
 
+# -- configuration ----------------------------------------------------------------------------
+#: Ansible's own default of [ssh_connection] ssh_args (kept when a site's config sets none).
+DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
+DEFAULT_COLLECTIONS_PATH = "~/.ansible/collections:/usr/share/ansible/collections"
+MAX_CONFIG_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class AnsibleConfig:
+    """The one ansible.cfg Ansible reads, and whether it is the site's own."""
+
+    path: Path
+    site: bool
+    parser: configparser.ConfigParser
+
+    def get(self, section: str, key: str) -> str | None:
+        value = self.parser.get(section, key, raw=True, fallback=None)
+        return value.strip() if value and value.strip() else None
+
+
+def site_config() -> Path | None:
+    """The site's ansible.cfg as Ansible finds it: ``ANSIBLE_CONFIG`` (a file, or a folder
+    holding ansible.cfg) when set, else ``./ansible.cfg`` (not in a world-writable folder,
+    which Ansible skips); None when there is neither."""
+    given = os.environ.get("ANSIBLE_CONFIG")
+    if given:
+        path = Path(given).expanduser().absolute()
+        return path / "ansible.cfg" if path.is_dir() else path
+    try:
+        cwd = Path.cwd()
+        if cwd.stat().st_mode & stat.S_IWOTH:
+            return None
+        here = cwd / "ansible.cfg"
+        return here if here.exists() else None
+    except OSError:  # no working directory: Ansible finds none there either
+        return None
+
+
+def ansible_config() -> AnsibleConfig:
+    """The site's ansible.cfg (read and parsed: exit 2 naming it when it is not a readable
+    config), else the one gpuops ships."""
+    site = site_config()
+    path = site or content.ansible_dir() / "ansible.cfg"
+    what = "ansible.cfg (ANSIBLE_CONFIG)" if os.environ.get("ANSIBLE_CONFIG") else "ansible.cfg"
+    text = fsio.read_text(path, cap=MAX_CONFIG_BYTES, what=what, option="ansible_config")
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error:
+        raise InvalidInput(
+            f"{what} {shown(str(path), 200)} is not an INI file Ansible can read",
+            field="ansible_config",
+        ) from None
+    return AnsibleConfig(path, site is not None, parser)
+
+
+def config_env(
+    host_keys: HostKeys | None = None, config: AnsibleConfig | None = None
+) -> dict[str, str]:
+    """The environment of a playbook run: Ansible reads one config file, the site's own
+    ansible.cfg when it has one (else the shipped one), and what gpuops needs is applied over
+    it as ``ANSIBLE_*`` variables, which win over any config file: host keys checked against
+    the command's known-hosts file (its ssh options first: ssh takes the first value given,
+    so neither the site's ssh_args nor an inventory's ssh arguments can turn it off), gpuops'
+    roles and collection found, no colour, no retry files."""
+    cfg = config or ansible_config()
+    shipped = content.ansible_dir()
+    ssh_args = (
+        os.environ.get("ANSIBLE_SSH_ARGS")
+        or cfg.get("ssh_connection", "ssh_args")
+        or DEFAULT_SSH_ARGS
+    )
+    paths = (
+        os.environ.get("ANSIBLE_COLLECTIONS_PATH")
+        or cfg.get("defaults", "collections_path")
+        or cfg.get("defaults", "collections_paths")
+        or DEFAULT_COLLECTIONS_PATH
+    )
+    collections = [str(shipped / "collections")] + [
+        str(cfg.path.parent / Path(p).expanduser()) if not p.startswith(("/", "~")) else p
+        for p in paths.split(os.pathsep)
+        if p
+    ]
+    keys = host_keys or HostKeys()
+    sockets = Path(cfg.get("ssh_connection", "control_path_dir") or "~/.ansible/cp")
+    return {
+        "ANSIBLE_CONFIG": str(cfg.path),
+        # ssh master connections per host-key policy (see HostKeys.policy_id)
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(sockets.expanduser() / keys.policy_id()),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_SSH_ARGS": f"{keys.ansible_ssh_args()} {ssh_args}",
+        "ANSIBLE_ROLES_PATH": str(shipped / "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(dict.fromkeys(collections)),
+    }
+
+
 def run_playbook(
     playbook: str,
     inventory: str,
     hosts: list[str],
     *,
-    data_dir: Path,
+    data_dir: OutDir,
     ident: str,
     extravars: Mapping[str, Any] | None = None,
     check: bool = False,
     forks: int = 50,
     timeout_s: int = 3600,
     progress: Progress | None = None,
+    host_keys: HostKeys | None = None,
 ) -> PlaybookRun:
     """Run a shipped playbook on exactly ``hosts``; events land in ``data_dir/artifacts/ident``."""
     import ansible_runner  # noqa: PLC0415 - heavy; only when used
 
-    env = {
-        "ANSIBLE_CONFIG": str(content.ansible_dir() / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_RETRY_FILES_ENABLED": "False",
-    }
+    env = config_env(host_keys)
     key, user = os.environ.get(KEY_FILE_ENV), os.environ.get(USER_ENV)
     if key:
         env["ANSIBLE_PRIVATE_KEY_FILE"] = key
     if user:
         env["ANSIBLE_REMOTE_USER"] = user
-    events = _Events(progress)
+    events = _Events(progress, host_keys)
     cmdline = "--check --diff" if check else "--diff"
     # the ansible-playbook of this installation (a venv's bin is often not on PATH)
     bin_dir = str(Path(sys.executable).parent)
@@ -268,11 +439,11 @@ def run_playbook(
         raise OperationFailed(
             "ansible-playbook is not installed beside gpuops", hint="reinstall gpuops"
         )
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.fd  # noqa: B018 - the folder exists now, made by the one writer, never through a link
     started = time.monotonic()
     try:
         runner = ansible_runner.run(
-            private_data_dir=str(data_dir),
+            private_data_dir=str(data_dir.path),
             ident=ident,
             playbook=str(content.playbook(playbook)),
             inventory=str(Path(inventory).resolve()),
@@ -289,34 +460,39 @@ def run_playbook(
     except Exception as exc:  # ansible-runner's own errors; its text is not shown
         raise OperationFailed(
             f"ansible-runner could not run playbook {playbook} ({type(exc).__name__})",
-            hint=f"see the artifacts in {data_dir}",
+            hint=f"see the artifacts in {data_dir.path}",
         ) from None
-    _scrub(data_dir / "artifacts" / ident)
+    _scrub(data_dir, ident)
     for name in hosts:
         events.hosts.setdefault(name, HostRun(name))
     rc = int(runner.rc if runner.rc is not None else -1)
     if rc != 0 and not any(h.ok or h.failed or h.unreachable for h in events.hosts.values()):
         raise OperationFailed(
             f"ansible-playbook {playbook} did not run (status {runner.status}, exit {rc})",
-            hint=f"see {data_dir / 'artifacts' / ident / 'stdout'}",
+            hint=f"see {data_dir.path / 'artifacts' / ident / 'stdout'}",
         )
     return PlaybookRun(
         ident=ident,
         rc=rc,
         status=str(runner.status),
         hosts=events.hosts,
-        artifacts=str(data_dir / "artifacts" / ident),
+        artifacts=str(data_dir.path / "artifacts" / ident),
         elapsed_s=round(time.monotonic() - started, 3),
     )
 
 
-def _scrub(artifacts: Path) -> None:
+def _scrub(data_dir: OutDir, ident: str) -> None:
     """ansible-runner records the whole process environment in ``artifacts/<ident>/command``;
     a Jenkins step archives that folder and credentials live in the environment: keep only
     the command line."""
-    command = artifacts / "command"
     try:
-        doc = json.loads(command.read_text())
-        command.write_text(json.dumps({"command": doc.get("command"), "cwd": doc.get("cwd")}))
-    except (OSError, ValueError, AttributeError):
-        command.unlink(missing_ok=True)
+        folder = data_dir.subdir("artifacts").subdir(ident)
+    except GpuOpsError:
+        return  # ansible-runner wrote no artifacts
+    with folder:
+        try:
+            doc = json.loads(folder.file("command").read_text())
+            folder.save_json("command", {"command": doc.get("command"), "cwd": doc.get("cwd")})
+        except (OSError, ValueError, AttributeError, GpuOpsError):
+            with contextlib.suppress(OSError):
+                os.unlink("command", dir_fd=folder.fd)

@@ -31,8 +31,17 @@ CHANGES = {
 
 
 def _pattern(value: str) -> str:
-    if value.startswith("-") or any(c in value for c in "\"'`$;|&<>\\ "):
+    """An Ansible host pattern: names and groups, ``a:b``. No ``@`` anywhere: Ansible reads
+    the hosts of ``@file`` (or of ``a:@file``) from that file; no white space of any kind."""
+    if "@" in value:
+        raise InvalidInput(
+            f"{shown(value)}: '@' would make Ansible read host names from a file",
+            hint="name hosts or groups (gpu_h800, gpu-a100-03, gpu_h800:gpu_l40s)",
+        )
+    if value.startswith("-") or any(c in value for c in "\"'`$;|&<>\\"):
         raise InvalidInput(f"{shown(value)} is not an Ansible host pattern (name, group, a:b)")
+    if any(c.isspace() for c in value):
+        raise InvalidInput(f"{shown(value)} is not an Ansible host pattern: it holds a space")
     return value
 
 
@@ -77,6 +86,18 @@ def inventory_options(f: F) -> F:
     ):
         f = option(f)
     return f
+
+
+def known_hosts_option(f: F) -> F:
+    """``--known-hosts``: the host keys the nodes must present (checked always)."""
+    return click.option(
+        "--known-hosts",
+        envvar="GPUOPS_KNOWN_HOSTS",
+        type=Text("path"),
+        help="Known-hosts file the nodes' host keys are checked against [default: known_hosts "
+        "beside the inventory, else ssh's own]. A host whose key is unknown or differs is "
+        "unreachable.",
+    )(f)
 
 
 @click.group(cls=GpuOpsGroup)
@@ -164,6 +185,13 @@ def nodes() -> None:
     type=Text("path"),
     help="Folder for reports and Ansible artifacts [default: ./gpuops-artifacts/...].",
 )
+@known_hosts_option
+@click.option(
+    "--learn-host-keys",
+    is_flag=True,
+    help="Accept the key of a host not in the known-hosts file (a changed key is still "
+    "refused); the keys learned are written to the artifacts folder for review.",
+)
 def update(
     inventory: str,
     limit: str | None,
@@ -183,6 +211,8 @@ def update(
     cluster: Any,
     check: bool,
     artifacts_dir: str | None,
+    known_hosts: str | None,
+    learn_host_keys: bool,
 ) -> Outcome:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
@@ -208,6 +238,8 @@ def update(
             check=check,
             artifacts_dir=artifacts_dir,
             forks=parallel,
+            known_hosts=known_hosts,
+            learn_host_keys=learn_host_keys,
         )
     )
     doc = outcome.rollout.to_dict()
@@ -254,6 +286,7 @@ def update(
     type=Text("path"),
     help="JSON file remembering alerted incidents: each is alerted once.",
 )
+@known_hosts_option
 def inspect(
     inventory: str,
     limit: str | None,
@@ -265,6 +298,7 @@ def inspect(
     webhook_url_env: str,
     link: str | None,
     alert_state: str | None,
+    known_hosts: str | None,
 ) -> Outcome:
     """Health of every GPU node: per GPU and per host, thresholds per group (S-16).
 
@@ -285,6 +319,7 @@ def inspect(
             webhook_url_env=webhook_url_env,
             link=link,
             alert_state=alert_state,
+            known_hosts=known_hosts,
         )
     )
     doc = outcome.to_dict()
@@ -332,6 +367,7 @@ def inspect(
     help="Seconds each nvidia-smi call may take on a node.",
 )
 @click.option("--dry-run", is_flag=True, help="Show the changes; write nothing.")
+@known_hosts_option
 def label(
     inventory: str,
     limit: str | None,
@@ -341,6 +377,7 @@ def label(
     cluster: Any,
     timeout: int,
     dry_run: bool,
+    known_hosts: str | None,
 ) -> Outcome:
     """GPU facts as node labels (accelerator, gpu-driver, GFD's nvidia.com/*, rack) and taints.
 
@@ -358,6 +395,7 @@ def label(
             timeout_s=timeout,
             parallel=parallel,
             dry_run=dry_run,
+            known_hosts=known_hosts,
         )
     )
     doc = outcome.to_dict()

@@ -31,6 +31,7 @@ HOST_VARS: tuple[str, ...] = (
     "gpu_nodes_driver_version",
     "gpu_nodes_cuda_version",
     "gpu_nodes_driver_repo_url",
+    "gpu_nodes_driver_sha256",
     "gpu_nodes_gpu_count",
     "gpu_nodes_gpu_name",
     "gpu_nodes_accelerator",
@@ -39,6 +40,7 @@ HOST_VARS: tuple[str, ...] = (
 )
 DEFAULT_PATTERN = "gpu_nodes"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _GENERIC_GROUPS = {"all", "ungrouped", DEFAULT_PATTERN}
 
 
@@ -76,6 +78,13 @@ class Host:
     @property
     def repo_url(self) -> str:
         return self.text("gpu_nodes_driver_repo_url").rstrip("/")
+
+    @property
+    def driver_sha256(self) -> Any:
+        """The sha256 the inventory gives for the wanted driver's .run (``None``: none), from
+        ``gpu_nodes_driver_sha256``, a map of driver version to sha256."""
+        table = self.vars.get("gpu_nodes_driver_sha256")
+        return table.get(self.driver_version) if isinstance(table, Mapping) else None
 
     @property
     def gpu_count(self) -> int:
@@ -140,6 +149,28 @@ def check_driver_policy(inventory: Inventory) -> None:
             raise InvalidInput(
                 f"{where} has no driver repository URL (gpu_nodes_driver_repo_url)",
                 hint="set gpu_nodes_driver_repo_url in group_vars/all.yml",
+                field="inventory",
+            )
+        table = host.vars.get("gpu_nodes_driver_sha256")
+        if table is not None and not isinstance(table, Mapping):
+            raise InvalidInput(
+                f"{where}: gpu_nodes_driver_sha256 must be a map of driver version to sha256",
+                field="inventory",
+            )
+        sha = host.driver_sha256
+        if sha is None:
+            raise InvalidInput(
+                f"{where} has no sha256 for driver {host.driver_version}: the driver's .run is "
+                "checked on the node before anything changes",
+                hint=f'add "{host.driver_version}": <sha256sum of '
+                f"{driver_file(host.driver_version)}> to gpu_nodes_driver_sha256 in group_vars "
+                "(quote the version); nothing was changed",
+                field="inventory",
+            )
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise InvalidInput(
+                f"{where}: gpu_nodes_driver_sha256 of driver {host.driver_version} "
+                f"({shown(str(sha))}) is not 64 lowercase hexadecimal digits",
                 field="inventory",
             )
 

@@ -24,6 +24,17 @@ class CredentialsTest {
     }
 
     @Test
+    void theKnownHostsFileIsBoundAfterTheKeyToTheVariableTheCliReads() {
+        assertEquals([
+            [type: 'sshUserPrivateKey', id: 'key', keyFileVariable: 'GPUOPS_SSH_KEY_FILE',
+             usernameVariable: 'GPUOPS_SSH_USER'],
+            [type: 'file', id: 'hosts', variable: 'GPUOPS_KNOWN_HOSTS'],
+            [type: 'file', id: 'kc', variable: 'KUBECONFIG'],
+        ], Credentials.bindings(kubeconfig: 'kc', knownHosts: 'hosts', ssh: 'key'))
+        assertEquals([], Credentials.bindings(knownHosts: null))
+    }
+
+    @Test
     void anAbsentIdBindsNothingAndOtherVariablesAreHonoured() {
         assertEquals([], Credentials.bindings(ssh: null, kubeconfig: '', registry: null, webhook: null))
         assertEquals([

@@ -99,6 +99,18 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theKnownHostsCredentialReachesTheCliAsAFileInTheEnvironment() {
+        credentialStore.'gpu-known-hosts' = [content: 'gpu-l40s-01 ssh-ed25519 AAAAC3Nza\n']
+        cliSucceeds(WORDS, HEALTHY)
+
+        runStep('inspectGpuNodes', [inventory: 'inv', knownHostsCredentialsId: 'gpu-known-hosts'])
+
+        Map call = commandCalls().first()
+        assertEquals([['GPUOPS_KNOWN_HOSTS']], boundVariables)
+        assertEquals('gpu-l40s-01 ssh-ed25519 AAAAC3Nza\n', files.get(call.env.GPUOPS_KNOWN_HOSTS))
+    }
+
+    @Test
     void theKeyAndTheWebhookReachTheCliOnlyAsEnvironment() {
         String webhook = 'https://hooks.example.invalid/T000/B000/XXXXsecretXXXX'
         credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']

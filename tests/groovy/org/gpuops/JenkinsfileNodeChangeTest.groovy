@@ -37,6 +37,7 @@ class JenkinsfileNodeChangeTest extends GpuOpsPipelineTest {
         credentialStore['kubeconfig-staging'] = [content: 'apiVersion: v1\nkind: Config\n']
         credentialStore['registry-release'] = [username: 'robot', password: 'registry-secret-value']
         credentialStore['ansible-key'] = [privateKey: 'ssh-private-key-value', username: 'ops']
+        credentialStore['gpu-nodes-known-hosts'] = [content: 'gpu-h800-01 ssh-ed25519 AAAAC3Nza\n']
         shim = installDeclarative(console)
         answer(['nodes', 'update']) { Map params ->
             nodesFail ?: [result: [changed: ['gpu-h800-01', 'gpu-h800-02'], unchanged: [], failed: []]]

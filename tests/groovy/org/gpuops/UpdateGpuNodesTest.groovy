@@ -80,6 +80,21 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theKnownHostsCredentialReachesTheCliAsAFileInTheEnvironment() {
+        credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']
+        credentialStore.'gpu-known-hosts' = [content: 'gpu-h800-01,192.0.2.21 ssh-ed25519 AAAAC3Nza\n']
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', sshCredentialsId: 'ansible-key',
+                                   knownHostsCredentialsId: 'gpu-known-hosts'])
+
+        Map call = commandCalls().first()
+        assertEquals([['GPUOPS_SSH_KEY_FILE', 'GPUOPS_SSH_USER', 'GPUOPS_KNOWN_HOSTS']], boundVariables)
+        assertEquals('gpu-h800-01,192.0.2.21 ssh-ed25519 AAAAC3Nza\n', files.get(call.env.GPUOPS_KNOWN_HOSTS))
+        assertFalse(files.get(call.env.GPUOPS_PARAMS_FILE).contains('knownHosts'))  // a step parameter, not the CLI's
+    }
+
+    @Test
     void theSshKeyReachesTheCliOnlyAsEnvironment() {
         credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']
         credentialStore.kube = [content: 'apiVersion: v1\nusers: [{user: {token: kube-secret-token}}]']
