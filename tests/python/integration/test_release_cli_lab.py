@@ -213,3 +213,54 @@ def test_two_processes_releasing_one_target_exactly_one_proceeds(
     assert "is being released by" in error["message"] and "since" in error["message"]
     assert "(promote 1.1.0 to staging)" in error["message"], error
     assert [r["tag"] for r in target.history("staging")] == ["1.1.0"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ({"tag": ["1.1.0", "1.2.0"]}, "field 'tag' must be a string"),
+        ({"number": True}, "field 'number' must be a release number"),
+        ({"previous": "1"}, "field 'previous' must be a release number"),
+    ],
+)
+@pytest.mark.parametrize("command", ["history", "status", "promote"])
+def test_a_damaged_history_record_is_exit_1_naming_the_configmap(
+    target: Target,
+    tmp_path: Path,
+    kube_lab: KubeLab,
+    damage: dict[str, Any],
+    says: str,
+    command: str,
+) -> None:
+    """What the cluster holds is decoded strictly: a list where a tag belongs, ``true`` as a
+    release number. Today the list crashed the history (exit 5: unhashable) and ``true`` was
+    taken for release number 1; nothing may be overwritten either."""
+    record = {
+        "number": 1,
+        "environment": "staging",
+        "action": "promote",
+        "status": "succeeded",
+        "started": "2026-01-01T00:00:00Z",
+        "tag": "1.1.0",
+        **damage,
+    }
+    history = json.dumps([record])
+    name = "gpuops-releases-staging"
+    kube_lab.core.create_namespaced_config_map(
+        target.namespace, {"metadata": {"name": name}, "data": {"releases.json": history}}
+    )
+    before = target.image()
+    params: dict[str, Any] = {"environment": "staging"}
+    if command == "promote":
+        params["tag"] = "1.1.0"
+
+    code, doc, stderr = gpuops(target, tmp_path, command, params)
+
+    assert code == 1, stderr
+    assert doc is not None and doc["error"]["category"] == "failed", doc
+    message = doc["error"]["message"]
+    assert message.startswith(f"ConfigMap {target.namespace}/{name}: release record 0 "), message
+    assert says in message, message
+    cm = kube_lab.core.read_namespaced_config_map(name, target.namespace)
+    assert cm.data == {"releases.json": history}, "the damaged history was overwritten"
+    assert target.image() == before and not target.leases()

@@ -3,6 +3,7 @@ release sends, and early rollout failure detection."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -53,6 +54,50 @@ def test_records_round_trip_and_damage_is_reported_not_reset() -> None:
     ]:
         with pytest.raises(OperationFailed, match=why):
             hist.decode(text, "ConfigMap ai/h")
+
+
+_GOOD = {"number": 1, "environment": "p", "action": "promote", "status": "succeeded"}
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        ({**_GOOD, "tag": ["1.0", "1.1"]}, 'field \'tag\' must be a string, not ["1.0","1.1"]'),
+        ({**_GOOD, "number": True}, "field 'number' must be a release number"),
+        ({**_GOOD, "number": "3"}, "field 'number' must be a release number"),
+        ({**_GOOD, "number": 0}, "field 'number' must be a release number"),
+        ({**_GOOD, "number": 1.5}, "field 'number' must be a release number"),
+        ({**_GOOD, "previous": True}, "field 'previous' must be a release number"),
+        ({**_GOOD, "rolled_back_by": "2"}, "field 'rolled_back_by' must be a release number"),
+        ({**_GOOD, "digest": {"sha256": "x"}}, "field 'digest' must be a string"),
+        ({**_GOOD, "environment": 7}, "field 'environment' must be a string"),
+        ({**_GOOD, "status": ["succeeded"]}, "field 'status' must be a string"),
+        ({**_GOOD, "action": "deploy"}, "unknown action 'deploy'"),
+        ({**_GOOD, "failure": "it broke"}, "field 'failure' must be an object"),
+        ({**_GOOD, "failure": {"message": "no kind"}}, "field 'failure' must be an object"),
+        ({**_GOOD, "started": None}, "lacks started"),
+        ("a string", "is a JSON string, not an object"),
+    ],
+)
+def test_history_records_are_decoded_strictly_naming_the_object(record: object, says: str) -> None:
+    """A record of the wrong shape in the cluster is an operation failure naming the object
+    and the field (exit 1), never a crash later on (a list as a tag was unhashable: exit 5)
+    nor a value silently taken for another (``true`` as release number 1)."""
+    good = {**_GOOD, "number": 2, "tag": "1.0", "started": "t"}
+    text = json.dumps([good, {"started": "t", **record} if isinstance(record, dict) else record])
+    with pytest.raises(OperationFailed) as caught:
+        hist.decode(text, "ConfigMap ai/gpuops-releases-prod")
+    message = caught.value.message
+    assert message.startswith("ConfigMap ai/gpuops-releases-prod: release record 1 "), message
+    assert says in message, message
+
+
+def test_a_history_that_repeats_a_number_or_nests_without_end_is_damaged() -> None:
+    twice = json.dumps([{**_GOOD, "started": "t"}, {**_GOOD, "started": "u"}])
+    with pytest.raises(OperationFailed, match="release record 1 repeats release number 1"):
+        hist.decode(twice, "ConfigMap ai/h")
+    with pytest.raises(OperationFailed, match="ConfigMap ai/h: the release history is nested"):
+        hist.decode("[" * 100_000 + "]" * 100_000, "ConfigMap ai/h")
 
 
 def test_previous_skips_failed_rolled_back_and_identical_releases() -> None:

@@ -3,6 +3,7 @@ checked in a browser by tests/python/integration/test_reports_releases.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,25 @@ def test_only_http_links_are_links() -> None:
 def test_another_document_is_refused(doc: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput, match="not a 'gpuops release history' result"):
         releases.context(doc)
+
+
+def test_an_aborted_release_says_who_changed_the_deployment_and_what_runs(tmp_path: Path) -> None:
+    """A release someone else's change ended (``kubectl set image`` during it): its status
+    names the field manager, when, and what runs; the headline says no gpuops release runs
+    because of it."""
+    by = {"manager": "kubectl-set", "time": "2026-12-01T08:00:07Z", "image": "reg/infer:1.3.0"}
+    aborted = _rec(
+        2, "aborted", "43", failure={"kind": "foreign-change", "message": "m", "changed_by": by}
+    )
+    never = _rec(3, "aborted", "44", note="it never reached the cluster")
+    ctx = releases.context(_result(aborted, _rec(1, "succeeded", "42"), current=None))
+    said = "changed by kubectl-set at 2026-12-01T08:00:07Z: runs reg/infer:1.3.0"
+    assert ctx["rows"][0]["status_by"] == said
+    assert (ctx["verdict"], ctx["verdict_class"]) == ("last release aborted", "warn")
+    assert (
+        ctx["message"]
+        == f"production runs no gpuops release: the last release #2 43 aborted, {said}"
+    )
+    assert releases.context(_result(never, current=1))["rows"][0]["status_by"] == ""
+    html = releases.write(_result(aborted, current=None), tmp_path).page.read_text()
+    assert f'<span class="note" data-key="status-by">{said}</span>' in html

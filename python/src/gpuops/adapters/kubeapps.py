@@ -22,6 +22,10 @@ from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 SMP = "application/strategic-merge-patch+json"
+#: The field manager of gpuops' writes: the managed fields say which fields gpuops set, so that
+#: another manager's change of them (``kubectl-set``, ``kubectl-edit``) can be named.
+FIELD_MANAGER = "gpuops"
+_AS_GPUOPS = {"fieldManager": FIELD_MANAGER}
 REVISION = "deployment.kubernetes.io/revision"
 
 
@@ -57,6 +61,7 @@ def patch_deployment(
         "PATCH",
         _deploy_path(namespace, name),
         what=f"patch deployment {namespace}/{name}",
+        query=_AS_GPUOPS,
         body=body,
         content_type=SMP,
     )
@@ -281,7 +286,11 @@ def create_configmap(kube: KubeClient, namespace: str, name: str, data: Mapping[
         "data": dict(data),
     }
     return kube.request(
-        "POST", _cm_path(namespace), what=f"create configmap {namespace}/{name}", body=body
+        "POST",
+        _cm_path(namespace),
+        what=f"create configmap {namespace}/{name}",
+        query=_AS_GPUOPS,
+        body=body,
     )
 
 
@@ -292,7 +301,11 @@ def replace_configmap_data(kube: KubeClient, cm: Mapping[str, Any], data: Mappin
     body = {**cm, "data": dict(data)}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     return kube.request(
-        "PUT", _cm_path(namespace, name), what=f"update configmap {namespace}/{name}", body=body
+        "PUT",
+        _cm_path(namespace, name),
+        what=f"update configmap {namespace}/{name}",
+        query=_AS_GPUOPS,
+        body=body,
     )
 
 

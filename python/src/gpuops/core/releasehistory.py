@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuops.core.values import shown
+from gpuops.core.values import json_kind, shown
 from gpuops.errors import InvalidInput, OperationFailed
 
 #: Annotations on the Deployment (never on its pod template: a rollback must find the old
@@ -79,13 +79,78 @@ class Release:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-_FIELDS = {f.name for f in fields(Release)}
+_FIELDS = tuple(f.name for f in fields(Release))
 _REQUIRED = ("number", "environment", "action", "status", "started")
+_TEXT = frozenset(
+    {
+        "environment",
+        "action",
+        "status",
+        "started",
+        "tag",
+        "digest",
+        "image",
+        "model",
+        "finished",
+        "reason",
+        "approved_by",
+        "requested_by",
+        "git_revision",
+        "link",
+        "registry_tag",
+        "note",
+    }
+)
+_NUMBERS = frozenset({"number", "previous", "rolled_back_to", "rolled_back_by"})
+#: A release number: what ``gpuops.io/release`` and a history record can carry.
+MAX_NUMBER = 10**9
+
+
+def _damaged(where: str, i: int, what: str) -> OperationFailed:
+    return OperationFailed(
+        f"{where}: release record {i} {what}",
+        hint="restore it from a backup or fix it by hand; gpuops does not overwrite it",
+    )
+
+
+def _record(item: Any, i: int, where: str) -> Release:
+    """One record, every field of its own type (a list where a tag belongs, ``true`` as a
+    number: the record is damaged, never coerced)."""
+    if not isinstance(item, Mapping):
+        raise _damaged(where, i, f"is a JSON {json_kind(item)}, not an object")
+    missing = [k for k in _REQUIRED if item.get(k) is None]
+    if missing:
+        raise _damaged(where, i, f"lacks {', '.join(missing)}")
+    values: dict[str, Any] = {}
+    for key in _FIELDS:
+        value = item.get(key)
+        if value is None:
+            continue
+        if key in _NUMBERS:
+            ok = type(value) is int and 1 <= value <= MAX_NUMBER
+            want = f"a release number (1 to {MAX_NUMBER})"
+        elif key in _TEXT:
+            ok, want = isinstance(value, str), "a string"
+        else:  # failure
+            ok = isinstance(value, Mapping) and isinstance(value.get("kind"), str)
+            want = "an object with a string 'kind'"
+        if not ok:
+            bad = "has a bad number or status: " if key == "number" else ""
+            raise _damaged(where, i, f"{bad}field {key!r} must be {want}, not {shown(value, 40)}")
+        values[key] = dict(value) if isinstance(value, Mapping) else value
+    if values["status"] not in STATUSES:
+        raise _damaged(
+            where, i, f"has a bad number or status: unknown status {shown(values['status'], 40)}"
+        )
+    if values["action"] not in ACTIONS:
+        raise _damaged(where, i, f"has an unknown action {shown(values['action'], 40)}")
+    return Release(**values)
 
 
 def decode(text: str | None, where: str) -> list[Release]:
     """The records of a history document, oldest first; a damaged document is an error
-    naming ``where`` (a history is never silently reset)."""
+    naming ``where`` (a history is never silently reset, and never half read: every field
+    of every record is checked for its type)."""
     if not text:
         return []
     try:
@@ -95,18 +160,20 @@ def decode(text: str | None, where: str) -> list[Release]:
             f"{where}: the release history is not valid JSON ({exc.msg})",
             hint="restore it from a backup or fix it by hand; gpuops does not overwrite it",
         ) from None
+    except RecursionError:
+        raise OperationFailed(
+            f"{where}: the release history is nested too deeply to be a release history"
+        ) from None
     if not isinstance(doc, list):
-        raise OperationFailed(f"{where}: the release history must be a JSON list")
-    out: list[Release] = []
-    for i, item in enumerate(doc):
-        if not isinstance(item, Mapping) or any(k not in item for k in _REQUIRED):
-            raise OperationFailed(f"{where}: release record {i} lacks {', '.join(_REQUIRED)}")
-        try:
-            out.append(Release(**{k: v for k, v in item.items() if k in _FIELDS}))
-        except TypeError:
-            raise OperationFailed(f"{where}: release record {i} is malformed") from None
-        if not isinstance(out[-1].number, int) or out[-1].status not in STATUSES:
-            raise OperationFailed(f"{where}: release record {i} has a bad number or status")
+        raise OperationFailed(
+            f"{where}: the release history must be a JSON list, not a JSON {json_kind(doc)}"
+        )
+    out = [_record(item, i, where) for i, item in enumerate(doc)]
+    seen: set[int] = set()
+    for i, r in enumerate(out):
+        if r.number in seen:
+            raise _damaged(where, i, f"repeats release number {r.number}")
+        seen.add(r.number)
     return sorted(out, key=lambda r: r.number)
 
 

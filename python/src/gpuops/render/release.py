@@ -13,6 +13,7 @@ _STATE_WORDS = {
     "unchanged": "nothing to do: the environment already runs this",
     "succeeded": "released",
     "failed": "FAILED and rolled back",
+    "aborted": "ABORTED: someone else changed the Deployment; gpuops left their change as it is",
     "refused": "REFUSED before anything changed",
     "interrupted": "INTERRUPTED: the next release of this environment finishes its record",
 }

@@ -8,10 +8,10 @@ command prints it; links only where the record holds an http(s) URL (the CI buil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from gpuops.errors import InvalidInput
+from gpuops.fsio import OutDir
 from gpuops.render.html import page
 
 _REQUIRED = ("environment", "namespace", "releases", "rollback_choices")
@@ -42,6 +42,20 @@ def _link(value: Any) -> str | None:
     return text if text.startswith(("https://", "http://")) else None
 
 
+def _changed_by(failure: Mapping[str, Any] | None) -> str:
+    """An aborted release's status, as it reads: who changed the Deployment, when, and what
+    it runs now (the record's ``failure.changed_by``; empty for any other record)."""
+    if not failure or failure.get("kind") != "foreign-change":
+        return ""
+    by = failure.get("changed_by")
+    if not isinstance(by, Mapping):
+        return ""
+    who = str(by.get("manager") or "someone")
+    when = f" at {by['time']}" if by.get("time") else ""
+    runs = f": runs {by['image']}" if by.get("image") else ""
+    return f"changed by {who}{when}{runs}"
+
+
 def _row(r: Mapping[str, Any], current: Any) -> dict[str, Any]:
     failure = r.get("failure") if isinstance(r.get("failure"), Mapping) else {}
     after = []
@@ -56,6 +70,7 @@ def _row(r: Mapping[str, Any], current: Any) -> dict[str, Any]:
         "action": r.get("action", ""),
         "status": str(r.get("status", "")),
         "status_class": STATUS_CLASS.get(str(r.get("status")), "warn"),
+        "status_by": _changed_by(failure) if r.get("status") == "aborted" else "",
         "tag": r.get("tag") or "",
         "digest": digest[:19],
         "digest_full": digest,
@@ -86,7 +101,13 @@ def context(result: Mapping[str, Any]) -> dict[str, Any]:
     rows = [_row(r, current) for r in result["releases"]]
     running = next((row for row in rows if row["current"]), None)
     latest = rows[0] if rows else None
-    if running is None:
+    if running is None and latest is not None and latest["status_by"]:
+        verdict, verdict_class = "last release aborted", latest["status_class"]
+        message = (
+            f"{result['environment']} runs no gpuops release: the last release "
+            f"#{latest['number']} {latest['tag']} aborted, {latest['status_by']}"
+        )
+    elif running is None:
         verdict, verdict_class = "no gpuops release runs", "warn"
         message = f"{result['environment']} runs nothing gpuops released (or nothing yet)"
     elif latest is not None and latest["status"] != "succeeded":
@@ -114,5 +135,5 @@ def context(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write(result: Mapping[str, Any], out_dir: Path) -> page.Written:
+def write(result: Mapping[str, Any], out_dir: OutDir) -> page.Written:
     return page.write(out_dir, "releases", "releases.html.j2", context(result), [])

@@ -1,7 +1,13 @@
 """One release of one environment, in this order: approval, gates (image, headroom), lock,
 finish what an earlier run left open, record the release as pending, change the Deployments
 (image by digest, model version), watch the rollout, move the registry tag, record the end.
-A failed rollout restores what ran before, at once, and the record says why."""
+A failed rollout restores what ran before, at once, and the record says why.
+
+Every write to a Deployment after gpuops read it, and the watch itself, are conditional on
+the Deployment being what gpuops left (:mod:`.guard`: its generation and the fields gpuops
+owns). Someone else's change (``kubectl set image`` during the rollout or the restore) ends
+the release as ``aborted``: the record names their field manager, when, and what runs now;
+no registry tag moves and their change is never overwritten."""
 
 from __future__ import annotations
 
@@ -10,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from gpuops.adapters import kubeapps
-from gpuops.adapters.kube import Conflict, KubeClient
+from gpuops.adapters.kube import KubeClient
 from gpuops.core import deploywatch
 from gpuops.core import releasehistory as hist
 from gpuops.core.deploywatch import Problem
@@ -20,11 +25,12 @@ from gpuops.core.releasehistory import Release
 from gpuops.core.releasepatch import Content, change_cause, release_patch
 from gpuops.errors import GateRefused, GpuOpsError, InternalError, OperationFailed
 from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.releases import guard, steps
 from gpuops.usecases.releases import model as m
-from gpuops.usecases.releases import steps
 from gpuops.usecases.releases.gates import Gate, GateFailure, Registry, headroom_gate
+from gpuops.usecases.releases.guard import Foreign, Left
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
-from gpuops.usecases.releases.watch import Say, explain_unschedulable, watch
+from gpuops.usecases.releases.watch import ABORTED, Say, explain_unschedulable, watch
 
 
 @dataclass
@@ -180,6 +186,8 @@ class _Run:
     live: list[steps.Live] = field(default_factory=list)
     applied: list[steps.Live] = field(default_factory=list)
     old_cm: str | bool | None = False
+    #: each Deployment as gpuops left it (before its first write: as gpuops read it)
+    left: dict[str, Left] = field(default_factory=dict)
 
     def say(self, line: str) -> None:
         self.deps.say(line)
@@ -189,6 +197,7 @@ class _Run:
         the environment already runs what is wanted)."""
         env, out = self.env, self.out
         self.live = steps.read_live(self.kube, env)  # again: it may have moved meanwhile
+        self.left = {x.name: guard.left_of(x.obj, env) for x in self.live}
         records = steps.reconcile(self.kube, env, self.store, self.live, out, self.say)
         current = out.current = hist.by_number(records, self.live[0].release)
         steps.align_registry_tag(env, current, self.deps.registry, out, self.say)
@@ -230,34 +239,86 @@ class _Run:
             + (f": {who.reason}" if who.reason else "")
         )
         self.old_cm = steps.set_model_configmap(self.kube, env, w.model, self.live)
-        try:
-            for x in self.live:
-                patch = release_patch(
-                    env.container,
-                    env.model,
-                    x.content,
-                    Content(w.image, w.model),
-                    release=record.number,
-                    change_cause=cause,
-                )
-                kubeapps.patch_deployment(self.kube, env.namespace, x.name, patch, x.version)
-                self.applied.append(x)
-        except Conflict:
-            steps.restore(self.kube, env, self.applied, w, record, None, self.old_cm, self.say)
-            self._end(
-                replace(
-                    record,
-                    status=hist.ABORTED,
-                    finished=hist.now_iso(),
-                    note="a Deployment changed while it was being released",
-                )
+        for x in self.live:
+            patch = release_patch(
+                env.container,
+                env.model,
+                x.content,
+                Content(w.image, w.model),
+                release=record.number,
+                change_cause=cause,
             )
-            changed = self.live[len(self.applied)].name
-            return OperationFailed(
-                f"release #{record.number} aborted: Deployment {env.namespace}/{changed} was "
-                "changed by someone else during the release",
-                hint="see who changed it (kubectl rollout history); then release again",
-            )
+            made, foreign = guard.patch_if_ours(self.kube, env, self.left[x.name], patch)
+            if foreign is not None:
+                if self.applied:  # the Deployments changed so far go back (while still ours)
+                    _, other = steps.restore(
+                        self.kube,
+                        env,
+                        self.applied,
+                        self.left,
+                        w,
+                        record,
+                        self.out.current,
+                        self.old_cm,
+                        self.say,
+                    )
+                    foreign = foreign if other is None else other
+                elif self.old_cm is not False:
+                    steps.write_model_configmap(
+                        self.kube,
+                        env,
+                        self.old_cm if isinstance(self.old_cm, str) else None,
+                        expect=w.model,
+                        say=self.say,
+                    )
+                return self.abort(record, foreign, "before gpuops changed it")
+            self.left[x.name] = guard.left_of(made, env)
+            self.applied.append(x)
+        return None
+
+    def abort(
+        self, record: Release, foreign: Foreign, when: str, problem: Problem | None = None
+    ) -> GpuOpsError:
+        """Someone else changed a Deployment: the release ends here, as ``aborted``, naming
+        who and what runs now; their change stays, no registry tag moves."""
+        env = self.env
+        said = foreign.message(env.namespace)
+        left = self.left.get(foreign.deployment)
+        taken = steps.disown(self.kube, env, left, foreign, record) if left else []
+        failure: dict[str, Any] = {
+            "kind": "foreign-change",
+            "deployment": foreign.deployment,
+            "message": f"{said} ({when})",
+            "changed_by": foreign.to_dict(),
+        }
+        if problem is not None:
+            failure["rollout_problem"] = problem.to_dict()
+        note = (
+            f"someone else changed the Deployment {when}: gpuops left their change as it is "
+            "and moved no registry tag"
+        )
+        if taken:
+            note += f"; took back its annotations {', '.join(taken)}"
+        self._end(
+            replace(
+                record, status=hist.ABORTED, finished=hist.now_iso(), failure=failure, note=note
+            ),
+            m.ABORTED,
+        )
+        self.say(f"release #{record.number} aborted: {said}")
+        return OperationFailed(
+            f"release #{record.number} ({_what(self.wanted)}) to {env.name} aborted: {said} "
+            f"({when}); gpuops did not overwrite it and moved no registry tag",
+            hint="ask who changed it (its managed fields name them; kubectl rollout history), "
+            "then release again",
+        )
+
+    def foreign(self) -> Foreign | None:
+        """A fresh look at every Deployment this release changed."""
+        for x in self.applied:
+            _, foreign = guard.check(self.kube, self.env, self.left[x.name])
+            if foreign is not None:
+                return foreign
         return None
 
     def _end(self, record: Release, state: str = m.FAILED) -> None:
@@ -274,11 +335,21 @@ class _Run:
             env.rollout,
             say=self.say,
             renew=self.lock.renew,
+            guard=lambda name, obj: guard.foreign_change(self.left[name], obj, env),
         )
         out.rollout = result
         problem = result.problem
+        if result.state == ABORTED and result.foreign is not None:
+            return self.abort(record, result.foreign, "while gpuops watched its rollout")
         if result.state == deploywatch.COMPLETE:
+            foreign = self.foreign()  # the tag moves only onto what gpuops released
+            if foreign is not None:
+                return self.abort(record, foreign, "after its rollout, before the tag moved")
             problem = steps.move_registry_tag(env, self.wanted, self.deps.registry, self.say)
+            foreign = self.foreign() if problem is None else None
+            if foreign is not None:
+                steps.align_registry_tag(env, out.current, self.deps.registry, out, self.say)
+                return self.abort(record, foreign, "while the registry tag moved")
             if problem is None:
                 _succeeded(self.store, out, record, out.current, env)
                 self.say(
@@ -295,9 +366,21 @@ class _Run:
         back = current.label if current else self.live[0].content.image
         self.say(f"release #{record.number} failed ({problem.kind}): {problem.message}")
         self.say(f"rolling back to {back}")
-        out.restore = steps.restore(
-            self.kube, env, self.applied, self.wanted, record, current, self.old_cm, self.say
+        out.restore, foreign = steps.restore(
+            self.kube,
+            env,
+            self.applied,
+            self.left,
+            self.wanted,
+            record,
+            current,
+            self.old_cm,
+            self.say,
         )
+        if foreign is not None:
+            return self.abort(
+                record, foreign, "while gpuops restored the previous release", problem
+            )
         failure: dict[str, Any] = problem.to_dict()
         if out.explanation:
             failure["explanation"] = out.explanation.get("summary")

@@ -15,6 +15,7 @@ PLANNED = "planned"  # a dry run: every gate passed, nothing changed
 UNCHANGED = "unchanged"  # the environment already runs exactly this
 SUCCEEDED = "succeeded"
 FAILED = "failed"  # the rollout failed; the previous release was restored
+ABORTED = "aborted"  # someone else changed a Deployment during the release; left as it is
 
 
 @dataclass(frozen=True)

@@ -4,23 +4,32 @@ environment's registry tag on what runs, and the ConfigMap of a model mount."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpuops.adapters import kubeapps
-from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kube import Conflict, KubeClient
 from gpuops.core import deploywatch
 from gpuops.core import releasehistory as hist
 from gpuops.core.deploywatch import Problem
 from gpuops.core.releaseconfig import Environment
-from gpuops.core.releasehistory import Release
+from gpuops.core.releasehistory import (
+    CHANGE_CAUSE,
+    RELEASE_ANNOTATION,
+    ROLLED_BACK_ANNOTATION,
+    Release,
+)
 from gpuops.core.releasepatch import Content, change_cause, model_value, release_patch
+from gpuops.core.values import shown
 from gpuops.errors import GpuOpsError, OperationFailed
+from gpuops.usecases.releases import guard
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.gates import Registry
+from gpuops.usecases.releases.guard import Foreign, Left
 from gpuops.usecases.releases.store import HistoryStore
-from gpuops.usecases.releases.watch import Say, WatchResult, watch
+from gpuops.usecases.releases.watch import ABORTED, Say, WatchResult, watch
 
 
 @dataclass
@@ -35,8 +44,24 @@ class Live:
     rolled_back: int | None
 
 
-def _number(value: Any) -> int | None:
-    return int(value) if isinstance(value, str) and value.isdigit() else None
+_NUMBER = re.compile(r"[1-9][0-9]{0,8}")
+
+
+def _number(obj: Mapping[str, Any], key: str, env: Environment) -> int | None:
+    """A release number gpuops put on the Deployment; anything else there is a damaged
+    annotation named as such (exit 1), never a crash nor a number taken for another."""
+    value = kubeapps.annotations_of(obj).get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+        name = (obj.get("metadata") or {}).get("name", "")
+        raise OperationFailed(
+            f"Deployment {env.namespace}/{name}: annotation {key} is {shown(value, 40)}, not a "
+            "release number",
+            hint="it is gpuops' own annotation: remove it or set it to the number of the "
+            "release the Deployment runs (gpuops release history)",
+        )
+    return int(value)
 
 
 def read_live(kube: KubeClient, env: Environment) -> list[Live]:
@@ -47,7 +72,6 @@ def read_live(kube: KubeClient, env: Environment) -> list[Live]:
         content = Content(
             str(container.get("image", "")), model_value(obj, env.container, env.model)
         )
-        notes = kubeapps.annotations_of(obj)
         version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
         out.append(
             Live(
@@ -55,8 +79,8 @@ def read_live(kube: KubeClient, env: Environment) -> list[Live]:
                 obj,
                 version,
                 content,
-                _number(notes.get(hist.RELEASE_ANNOTATION)),
-                _number(notes.get(hist.ROLLED_BACK_ANNOTATION)),
+                _number(obj, hist.RELEASE_ANNOTATION, env),
+                _number(obj, hist.ROLLED_BACK_ANNOTATION, env),
             )
         )
     return out
@@ -66,23 +90,27 @@ def restore(
     kube: KubeClient,
     env: Environment,
     applied: list[Live],
+    left: dict[str, Left],
     wanted: m.Wanted,
     record: Release,
     current: Release | None,
     old_cm: str | bool | None,
     say: Say,
-) -> WatchResult | None:
-    """Put back what ran before on every Deployment that was changed, and watch it."""
+) -> tuple[WatchResult | None, Foreign | None]:
+    """Put back what ran before on every Deployment that was changed, and watch it: only
+    while each is as gpuops left it (``left``, updated with what the restore leaves).
+    Someone else's change is never overwritten: it is returned, and nothing more is restored."""
     if old_cm is not False:
-        write_model_configmap(kube, env, old_cm if isinstance(old_cm, str) else None)
+        write_model_configmap(
+            kube, env, old_cm if isinstance(old_cm, str) else None, expect=wanted.model, say=say
+        )
     if not applied:
-        return None
+        return None, None
     cause = change_cause(
         f"gpuops #{record.number} failed: restored "
         + (current.label if current else applied[0].content.image)
     )
     for x in applied:
-        obj = kubeapps.get_deployment(kube, env.namespace, x.name)
         patch = release_patch(
             env.container,
             env.model,
@@ -92,16 +120,68 @@ def restore(
             change_cause=cause,
             rolled_back=record.number,
         )
-        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        kubeapps.patch_deployment(kube, env.namespace, x.name, patch, version)
+        made, foreign = guard.patch_if_ours(kube, env, left[x.name], patch)
+        if foreign is not None:
+            return None, foreign
+        left[x.name] = guard.left_of(made, env)
     names = [x.name for x in applied]
-    result = watch(kube, env.namespace, names, env.rollout, say=say)
+    result = watch(
+        kube,
+        env.namespace,
+        names,
+        env.rollout,
+        say=say,
+        guard=lambda name, obj: guard.foreign_change(left[name], obj, env),
+    )
+    if result.state == ABORTED:
+        return result, result.foreign
+    for name in names:  # the watch's last read may precede a change: "restored" must be true
+        _, foreign = guard.check(kube, env, left[name])
+        if foreign is not None:
+            return result, foreign
     if result.state == deploywatch.COMPLETE:
         was = current.label if current else applied[0].content.image
         say(f"rolled back: {env.name} runs {was} again")
     else:
         say(f"the rollback did not complete either: {result.problem and result.problem.message}")
-    return result
+    return result, None
+
+
+def disown(
+    kube: KubeClient, env: Environment, left: Left, foreign: Foreign, record: Release
+) -> list[str]:
+    """After someone else changed the Deployment it no longer runs the release its
+    annotations name: gpuops takes back its own annotations where they are still exactly as
+    gpuops set them (the release number and the restored-after number: the next run must not
+    take their change for a gpuops release; the change cause, which the deployment controller
+    would copy onto the ReplicaSet of their change). Nothing of theirs is touched: the patch
+    holds annotations only, on the object as just read (its resourceVersion the
+    precondition). Returns what was taken back."""
+    for _ in range(5):
+        obj = kubeapps.get_deployment(kube, env.namespace, left.name, env.source)
+        notes = kubeapps.annotations_of(obj)
+        change: dict[str, str | None] = {}
+        for key in (RELEASE_ANNOTATION, ROLLED_BACK_ANNOTATION):
+            mine = left.value(key)
+            if mine is not None and notes.get(key) == mine:
+                change[key] = None
+        cause = left.value(CHANGE_CAUSE)
+        if cause is not None and notes.get(CHANGE_CAUSE) == cause:
+            change[CHANGE_CAUSE] = change_cause(
+                f"not a gpuops release: changed by {foreign.who}: {foreign.image} "
+                f"(gpuops #{record.number} aborted)"
+            )
+        if not change:
+            return []
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        try:
+            kubeapps.patch_deployment(
+                kube, env.namespace, left.name, {"metadata": {"annotations": change}}, version
+            )
+        except Conflict:
+            continue
+        return sorted(change)
+    return []
 
 
 def reconcile(
@@ -180,15 +260,32 @@ def set_model_configmap(
     return old if isinstance(old, str) else None
 
 
-def write_model_configmap(kube: KubeClient, env: Environment, value: str | None) -> None:
+def write_model_configmap(
+    kube: KubeClient,
+    env: Environment,
+    value: str | None,
+    *,
+    expect: str | bool | None = False,
+    say: Say | None = None,
+) -> bool:
+    """Write the model version; with ``expect`` (a restore), only while the ConfigMap still
+    holds what gpuops wrote: someone else's value is left as it is (False)."""
     mount = env.model
     assert mount is not None  # noqa: S101 - only called for a ConfigMap mount
     cm = kubeapps.get_configmap(kube, env.namespace, mount.name)
     if cm is None:
         raise OperationFailed(f"ConfigMap {env.namespace}/{mount.name} (the model mount) is gone")
     data = dict(cm.get("data") or {})
+    if expect is not False and data.get(mount.key) != expect:
+        if say is not None:
+            say(
+                f"ConfigMap {env.namespace}/{mount.name} was changed by someone else "
+                f"({mount.key} is {shown(data.get(mount.key), 40)}): left as it is"
+            )
+        return False
     if value is None:
         data.pop(mount.key, None)
     else:
         data[mount.key] = value
-    kubeapps.replace_configmap_data(kube, cm, data)
+    kubeapps.replace_configmap_data(kube, cm, data)  # its resourceVersion: the precondition
+    return True

@@ -4,9 +4,9 @@ happening as it happens; stop at the first sign of failure (:mod:`gpuops.core.de
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import KubeClient
@@ -16,23 +16,34 @@ from gpuops.core.deploywatch import Observation, Problem, Tracker
 from gpuops.core.releaseconfig import RolloutPolicy
 from gpuops.errors import GpuOpsError, Unreachable
 
+if TYPE_CHECKING:
+    from gpuops.usecases.releases.guard import Foreign
+
 Say = Callable[[str], None]
+#: Is this Deployment (name, object as just read) still what gpuops left? None: it is.
+Guard = Callable[[str, Mapping[str, Any]], "Foreign | None"]
+#: A watch that found someone else's change of a watched Deployment.
+ABORTED = "aborted"
 #: Say the same progress line again after this long, so a quiet console shows it is alive.
 HEARTBEAT_S = 15.0
 
 
 @dataclass
 class WatchResult:
-    state: str  # complete | failed
+    state: str  # complete | failed | aborted
     seconds: float
     problem: Problem | None = None
     lines: list[str] = field(default_factory=list)
     explanation: dict[str, Any] | None = None
+    foreign: Foreign | None = None  # aborted: whose change, and what runs now
 
 
 def observe(kube: KubeClient, namespace: str, name: str) -> Observation:
     """The Deployment and, while its rollout is not complete, its new ReplicaSet's pods."""
-    obj = kubeapps.get_deployment(kube, namespace, name)
+    return observe_object(kube, kubeapps.get_deployment(kube, namespace, name))
+
+
+def observe_object(kube: KubeClient, obj: Mapping[str, Any]) -> Observation:
     state = kubeapps.deployment_state(obj)
     pods: tuple[rollout.PodState, ...] = ()
     if state.observed_generation >= state.generation and not rollout.is_complete(state):
@@ -50,11 +61,16 @@ def watch(
     *,
     say: Say,
     renew: Callable[[], None] = lambda: None,
+    guard: Guard | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> WatchResult:
     """Until every Deployment's rollout is complete or one fails. The API server may stop
-    answering for up to ``policy.unreachable_s`` (then :class:`Unreachable` is raised)."""
+    answering for up to ``policy.unreachable_s`` (then :class:`Unreachable` is raised).
+
+    With a ``guard``, every Deployment read is first checked to be what gpuops left: a
+    rollout someone else started (a newer ReplicaSet of their template) is never followed;
+    the watch ends ``aborted`` with their change."""
     started = clock()
     trackers = {name: Tracker(started=started) for name in deployments}
     last: dict[str, tuple[str, float]] = {}
@@ -63,10 +79,16 @@ def watch(
     while True:
         now = clock()
         try:
-            verdicts = [
-                rollout.assess(observe(kube, namespace, n), trackers[n], now, policy)
-                for n in deployments
-            ]
+            verdicts = []
+            for n in deployments:
+                obj = kubeapps.get_deployment(kube, namespace, n)
+                foreign = guard(n, obj) if guard is not None else None
+                if foreign is not None:
+                    problem = Problem("foreign-change", n, foreign.message(namespace))
+                    return WatchResult(
+                        ABORTED, round(clock() - started, 2), problem, lines, foreign=foreign
+                    )
+                verdicts.append(rollout.assess(observe_object(kube, obj), trackers[n], now, policy))
             renew()
         except Unreachable:
             if unreachable_since is None:
