@@ -537,9 +537,23 @@ def test_a_value_with_an_invisible_character_is_refused_not_stripped(
     [
         ("image build", {"image": "127.0.0.1:1/x/y"}, "tags", "a,,b"),
         ("image build", {"image": "127.0.0.1:1/x/y"}, "tags", ["a", ""]),
+        ("headroom check", {"gpus_per_pod": 1}, "tolerations", "a:NoSchedule,,b:NoSchedule"),
+        ("headroom check", {"gpus_per_pod": 1}, "tolerations", "a:NoSchedule, "),
+        (
+            "image compat",
+            {"node_selector": "a=b", "image": "127.0.0.1:1/x/y:1"},
+            "cuda_version",
+            "12.2 ",
+        ),
+        (
+            "image compat",
+            {"node_selector": "a=b", "image": "127.0.0.1:1/x/y:1"},
+            "cuda_version",
+            " 12.2",
+        ),
     ],
 )
-def test_an_empty_item_of_a_list_is_refused_not_dropped(
+def test_an_empty_item_or_a_padded_value_is_refused_not_dropped_or_trimmed(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

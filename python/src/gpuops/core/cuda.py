@@ -33,9 +33,8 @@ class Version:
 
     @classmethod
     def parse(cls, text: str, what: str = "version") -> Version:
-        if not isinstance(text, str) or not _VERSION.fullmatch(text.strip()):
+        if not isinstance(text, str) or not _VERSION.fullmatch(text):  # refused, never trimmed
             raise InvalidInput(f"{what} {shown(text)} is not a version like 12.2 or 535.161.08")
-        text = text.strip()
         return cls(tuple(int(p) for p in text.split(".")), text)
 
     def padded(self, n: int = 3) -> tuple[int, ...]:

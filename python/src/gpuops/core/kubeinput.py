@@ -189,7 +189,9 @@ def parse_tolerations(value: str | list[Any] | None) -> tuple[Toleration, ...]:
         raw = _json_or_none(value)
         if raw is None:
             parts = [p.strip(" ") for p in value.split(",")]
-            return tuple(_toleration_text(p, what) for p in parts if p)
+            if "" in parts:  # refused, never dropped: a, ,b is a typo, not two tolerations
+                raise InvalidInput(f"{what}s {shown(value)} hold an empty item")
+            return tuple(_toleration_text(p, what) for p in parts)
     if isinstance(raw, Mapping):
         raw = [raw]
     if not isinstance(raw, list):
