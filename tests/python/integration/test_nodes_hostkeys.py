@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,25 @@ def test_site_ansible_cfg_is_honoured_and_host_keys_still_checked(
     assert said.startswith(f"host key of {victim} differs from the one in {keys}"), said
     assert not run.hosts[fine].unreachable and not run.hosts[fine].failed, run.hosts[fine]
     assert log.exists() and fine in log.read_text()  # the site's log_path was honoured
+
+
+def test_known_hosts_inside_a_folder_inventory_is_used_not_parsed(
+    fleet_lab: FleetLab, tmp_path: Path
+) -> None:
+    """The README's ``-i ansible/inventory/production``: the folder's own known_hosts is the
+    host keys, never an inventory source (Ansible tried to parse it: exit 2), both when gpuops
+    reads the inventory and in the playbook run (check mode)."""
+    host = fleet_lab.host("gpu_l40s", 0)
+    inventory = tmp_path / "inventory"
+    shutil.copytree(Path(fleet_lab.facts["inventory"]).parent, inventory)
+    known_hosts(fleet_lab, inventory / "known_hosts")
+    (inventory / "known_hosts.learned").write_text("# not an inventory either\n")
+    rc, doc, err = gpuops(
+        tmp_path / "run",
+        "nodes", "update", "-i", str(inventory), "-l", host, "--no-kube", "--check",
+        "--artifacts-dir", str(tmp_path / "artifacts"),
+    )  # fmt: skip
+    assert rc == 0, (err, doc)
+    assert by_host(doc)[host]["status"] in ("planned", "unchanged"), by_host(doc)[host]
+    stdout = (tmp_path / "artifacts" / "ansible" / "artifacts" / "plan" / "stdout").read_text()
+    assert "known_hosts" not in stdout  # Ansible said nothing about parsing it

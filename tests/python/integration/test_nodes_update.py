@@ -399,3 +399,38 @@ def test_gpu_pods_that_outlive_the_wait_fail_the_host_and_keep_running(
         assert nodes_lab.node(H1).spec.unschedulable  # left cordoned for a person to decide
     finally:
         nodes_lab.restore(H1)
+
+
+@pytest.mark.parametrize(
+    ("name", "planted"),
+    [
+        # as -e @file it would win over the inventory: the plan would refuse every host
+        ("extravars", {"gpu_nodes_driver_sha256": {"570.133.20": "0" * 64}}),
+        # applied over gpuops' own environment: no playbook would run at all
+        ("envvars", {"ANSIBLE_STRATEGY": "gpuops_planted_strategy"}),
+    ],
+)
+def test_files_planted_in_the_artifacts_folder_change_nothing_ansible_runs(
+    nodes_lab: NodesLab, tmp_path: Path, name: str, planted: dict[str, Any]
+) -> None:
+    """ansible-runner reads ``<private_data_dir>/env/*``: the artifacts folder (which a Jenkins
+    job archives and anyone with workspace access writes) is not its private data dir, and its
+    artifacts are still copied there."""
+    inv = nodes_lab.inventory(tmp_path, gpu_h800="570.133.20")
+    folder = tmp_path / "artifacts"
+    (folder / "ansible" / "env").mkdir(parents=True)
+    (folder / "ansible" / "env" / name).write_text(json.dumps(planted))
+    run = nodes_lab.gpuops(
+        "nodes", "update", "-i", str(inv), "-l", "gpu_h800", "--check",
+        "--artifacts-dir", str(folder), tmp=tmp_path,
+    )  # fmt: skip
+    assert run.rc == 0, (run.stderr, run.doc)
+    hosts = {h["host"]: h for h in run.result["hosts"]}
+    for host in (H1, H2):
+        assert hosts[host]["status"] == "planned", hosts[host]
+        assert "Driver Version: 550.90.07" in driver(nodes_lab, host)[1]
+    copied = folder / "ansible" / "artifacts" / "plan"
+    assert run.result["artifacts"]["plan"] == str(copied)
+    assert "ok=" in (copied / "stdout").read_text()
+    assert list((copied / "job_events").glob("*.json"))
+    assert set(json.loads((copied / "command").read_text())) == {"command", "cwd"}

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,91 @@ def test_nodes_commands_refuse_a_lookup_before_anything_runs(
     assert error["field"] == "inventory"
     assert "host gpu-02" in str(error["message"]) and "rack" in str(error["message"])
     assert shown(str(marker)) not in str(error["message"])
+
+
+# -- only static inventory sources while gpuops reads (issue 16 review) -----------------------
+
+
+def _folder_inventory(tmp: Path) -> Path:
+    """A folder inventory as the README uses (``-i ansible/inventory/production``)."""
+    inv = write_inventory(tmp, {"rack": "r07"})
+    return inv.parent
+
+
+def _constructed(folder: Path, marker: Path) -> None:
+    (folder / "02-constructed.yml").write_text(
+        "plugin: constructed\nstrict: false\ncompose:\n"
+        f"  x: \"lookup('pipe', 'touch {marker}')\"\n",
+        encoding="utf-8",
+    )
+
+
+def _script(folder: Path, marker: Path) -> None:
+    script = folder / "03-script.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\necho '{{}}'\n", encoding="utf-8")
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize("plant", [_constructed, _script], ids=["constructed", "script"])
+def test_reading_an_inventory_runs_no_inventory_plugin_code(tmp_path: Path, plant: Any) -> None:
+    """A ``constructed`` source with a pipe lookup in ``compose``, and an executable inventory
+    script, ran on the agent while gpuops only read the inventory."""
+    marker = tmp_path / "PWNED"
+    folder = _folder_inventory(tmp_path)
+    plant(folder, marker)
+    with pytest.raises(InvalidInput) as err:
+        load_inventory(str(folder))
+    assert not marker.exists()
+    assert err.value.exit_code == 2
+    assert err.value.field == "inventory"
+
+
+@pytest.mark.parametrize("plant", [_constructed, _script], ids=["constructed", "script"])
+def test_nodes_inspect_refuses_a_dynamic_inventory_source(tmp_path: Path, plant: Any) -> None:
+    marker = tmp_path / "PWNED"
+    folder = _folder_inventory(tmp_path)
+    plant(folder, marker)
+    code, doc, stderr = _cli(tmp_path, "nodes", "inspect", "-i", str(folder))
+    assert not marker.exists()
+    assert code == 2, stderr
+    assert doc is not None
+    error = doc["error"]
+    assert isinstance(error, dict)
+    assert error["field"] == "inventory"
+    assert "static" in str(error["message"])
+
+
+@pytest.mark.parametrize("name", ["known_hosts", "known_hosts.learned"])
+def test_a_known_hosts_file_inside_a_folder_inventory_is_not_an_inventory_source(
+    tmp_path: Path, name: str
+) -> None:
+    folder = _folder_inventory(tmp_path)
+    (folder / name).write_text(
+        f"{UNREACHABLE} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOmTXUjr9ovM5PUMM0Cbg8nYwFZFMIxP4l\n",
+        encoding="utf-8",
+    )
+    found = load_inventory(str(folder))
+    assert [h.name for h in found.hosts] == ["gpu-01", "gpu-02"]
+    assert found.host("gpu-02").rack == "r07"
+
+
+@pytest.mark.parametrize("variable", ["ansible_ssh_args", "ansible_ssh_executable"])
+@pytest.mark.parametrize("where", ["host", "group"])
+def test_an_inventory_cannot_replace_the_ssh_options_gpuops_sets(
+    tmp_path: Path, variable: str, where: str
+) -> None:
+    """``ansible_ssh_args`` replaces ANSIBLE_SSH_ARGS (host-key checking off from the
+    inventory); ``ansible_ssh_executable`` runs another program in place of ssh."""
+    value = "-o StrictHostKeyChecking=no" if variable == "ansible_ssh_args" else "/bin/true"
+    if where == "host":
+        inv = write_inventory(tmp_path, {variable: json.dumps(value)})
+    else:
+        inv = write_inventory(tmp_path, {}, group_all=f"{variable}: {json.dumps(value)}\n")
+    with pytest.raises(InvalidInput) as err:
+        load_inventory(str(inv))
+    assert err.value.exit_code == 2
+    assert err.value.field == "inventory"
+    message = err.value.message
+    assert variable in message and "host gpu-0" in message
+    assert "ansible_ssh_common_args" in (err.value.hint or "")
+    assert value not in message

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuops import content, fsio
-from gpuops.adapters.hostkeys import HostKeys
+from gpuops.adapters.hostkeys import INVENTORY_FILE, LEARNED_FILE, HostKeys
 from gpuops.core.inventory import HOST_VARS, Host, Inventory
 from gpuops.core.values import shown
 from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
@@ -96,20 +96,28 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
     # quoting the inventory (which can hold secrets): its words are kept out, ours say it.
     said = io.StringIO()
     try:
-        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+        with (
+            contextlib.redirect_stderr(said),
+            contextlib.redirect_stdout(said),
+            _lookups_refused() as tried,
+        ):
             loader = DataLoader()
-            manager = InventoryManager(loader=loader, sources=[str(source)])
+            manager = _static_inventory(InventoryManager, loader, str(source))
             variables = VariableManager(loader=loader, inventory=manager)
             everything = manager.get_hosts(pattern)
             if limit:
                 manager.subset(limit)
             selected = manager.get_hosts(pattern)
-    except AnsibleError:
+    except (AnsibleError, _LookupRefused):
         raise InvalidInput(
-            f"inventory {path} cannot be parsed as an Ansible inventory (YAML or INI)",
+            f"inventory {path} cannot be parsed as a static Ansible inventory (YAML, INI or "
+            "TOML files): gpuops reads static inventories only (no inventory plugins such as "
+            "constructed, no inventory scripts), so nothing runs on the controller while it reads",
             hint=f"check it with: ansible-inventory -i {path} --graph",
             field="inventory",
         ) from None
+    if tried:  # pragma: no cover - a static source templates nothing
+        raise InvalidInput(f"inventory {path}: a source needs a lookup", field="inventory")
     if said.getvalue():
         log.debug(
             "ansible-core said %d line(s) loading the inventory (not shown: it can hold secrets)",
@@ -131,6 +139,15 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
     hosts = []
     for host in selected:
         found = variables.get_vars(host=host, include_hostvars=False)
+        for name in REFUSED_HOST_VARS:
+            if name in found:
+                raise InvalidInput(
+                    f"inventory {path}: host {host.name}: variable {name} is refused: it "
+                    "replaces the ssh options gpuops sets (host keys checked)",
+                    hint="use ansible_ssh_common_args or ansible_ssh_extra_args: gpuops' "
+                    "options come before them, and ssh takes the first value given",
+                    field="inventory",
+                )
         templar = Templar(loader=loader, variables=found)
         wanted = {
             k: _read_only_value(templar, found[k], f"inventory {path}: host {host.name}", k)
@@ -140,6 +157,49 @@ def load_inventory(path: str, limit: str | None = None, pattern: str = "gpu_node
         groups = tuple(str(g) for g in found.get("group_names", ()))
         hosts.append(Host(name=str(host.name), groups=groups, vars=wanted))
     return Inventory(path=str(source), hosts=tuple(hosts), limit=limit)
+
+
+#: The inventory plugins gpuops lets Ansible use while gpuops reads an inventory: files only,
+#: parsed, never run (no ``script``, no ``constructed``, no ``auto`` of a collection's plugin).
+STATIC_PLUGINS = ("yaml", "ini", "toml")
+#: Files in a folder inventory that are not inventory sources (the host keys beside it).
+NOT_SOURCES = (INVENTORY_FILE, LEARNED_FILE)
+#: The same, as a regular expression for ``ANSIBLE_INVENTORY_IGNORE_REGEX`` (a list: no comma).
+NOT_SOURCES_REGEX = r"^known_hosts(\.learned)?$"
+#: Host variables that replace what gpuops gives ssh (``ANSIBLE_SSH_ARGS``, the ssh program).
+REFUSED_HOST_VARS = ("ansible_ssh_args", "ansible_ssh_executable")
+
+
+def _static_inventory(manager_class: Any, loader: Any, source: str) -> Any:
+    """An InventoryManager of ``source`` that parses with :data:`STATIC_PLUGINS` only and
+    skips the known-hosts files in a folder inventory. Done on the manager itself, not with
+    ``ANSIBLE_INVENTORY_ENABLED`` / ``ANSIBLE_INVENTORY_IGNORE_REGEX``: ansible-core 2.19 reads
+    those once, when ``ansible.constants`` (and ``ansible.inventory.manager``) are first
+    imported, so setting them later in this process would change nothing."""
+    from ansible.errors import AnsibleError  # noqa: PLC0415
+    from ansible.plugins.loader import inventory_loader  # noqa: PLC0415
+    from ansible.utils.path import unfrackpath  # noqa: PLC0415
+
+    top = unfrackpath(source, follow=False)
+
+    class StaticInventory(manager_class):  # type: ignore[misc]
+        def _fetch_inventory_plugins(self) -> list[Any]:
+            plugins = [p for p in (inventory_loader.get(n) for n in STATIC_PLUGINS) if p]
+            if not plugins:  # pragma: no cover - ansible-core ships them
+                raise AnsibleError("no static inventory plugin available")
+            return plugins
+
+        def parse_source(self, source: str, cache: bool = False) -> bool:
+            if source != top and Path(source).name in NOT_SOURCES:
+                return False
+            parsed = bool(super().parse_source(source, cache=cache))
+            # a file no static plugin parsed is an error here, whatever Ansible's
+            # INVENTORY_*_UNPARSED settings were when it was first imported in this process
+            if not parsed and not Path(source).is_dir():
+                raise AnsibleError("an inventory source no static inventory plugin parses")
+            return parsed
+
+    return StaticInventory(loader=loader, sources=[source])
 
 
 class _LookupRefused(Exception):
@@ -372,8 +432,12 @@ def config_env(
     ansible.cfg when it has one (else the shipped one), and what gpuops needs is applied over
     it as ``ANSIBLE_*`` variables, which win over any config file: host keys checked against
     the command's known-hosts file (its ssh options first: ssh takes the first value given,
-    so neither the site's ssh_args nor an inventory's ssh arguments can turn it off), gpuops'
-    roles and collection found, no colour, no retry files."""
+    so neither the site's ssh_args nor an inventory's ``ansible_ssh_common_args`` /
+    ``ansible_ssh_extra_args`` can turn it off; an inventory's ``ansible_ssh_args`` or
+    ``ansible_ssh_executable`` would replace them, and :func:`load_inventory` refuses those),
+    the known-hosts files in a folder inventory not read as inventory sources (added to the
+    site's own ignore patterns), gpuops' roles and collection found, no colour, no retry
+    files."""
     cfg = config or ansible_config()
     shipped = content.ansible_dir()
     ssh_args = (
@@ -392,6 +456,16 @@ def config_env(
         for p in paths.split(os.pathsep)
         if p
     ]
+    ignore = [
+        p.strip()
+        for p in (
+            os.environ.get("ANSIBLE_INVENTORY_IGNORE_REGEX")
+            or cfg.get("defaults", "inventory_ignore_patterns")
+            or cfg.get("inventory", "ignore_patterns")
+            or ""
+        ).split(",")
+        if p.strip()
+    ]
     keys = host_keys or HostKeys()
     sockets = Path(cfg.get("ssh_connection", "control_path_dir") or "~/.ansible/cp")
     return {
@@ -402,6 +476,7 @@ def config_env(
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_SSH_ARGS": f"{keys.ansible_ssh_args()} {ssh_args}",
+        "ANSIBLE_INVENTORY_IGNORE_REGEX": ",".join(dict.fromkeys([*ignore, NOT_SOURCES_REGEX])),
         "ANSIBLE_ROLES_PATH": str(shipped / "roles"),
         "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(dict.fromkeys(collections)),
     }
@@ -421,7 +496,8 @@ def run_playbook(
     progress: Progress | None = None,
     host_keys: HostKeys | None = None,
 ) -> PlaybookRun:
-    """Run a shipped playbook on exactly ``hosts``; events land in ``data_dir/artifacts/ident``."""
+    """Run a shipped playbook on exactly ``hosts``; ansible-runner's artifacts (events, stdout,
+    status, rc, the command line) are copied into ``data_dir/artifacts/ident``."""
     import ansible_runner  # noqa: PLC0415 - heavy; only when used
 
     env = config_env(host_keys)
@@ -441,9 +517,13 @@ def run_playbook(
         )
     data_dir.fd  # noqa: B018 - the folder exists now, made by the one writer, never through a link
     started = time.monotonic()
-    try:
-        runner = ansible_runner.run(
-            private_data_dir=str(data_dir.path),
+    # ansible-runner reads env/{envvars,extravars,settings,ssh_key,passwords} of its private
+    # data dir: a fresh folder only gpuops writes, never the artifacts folder (which others
+    # can write to); its artifacts are copied there afterwards.
+    with fsio.private_tempdir("gpuops-ansible-") as private:
+        runner, failed = _run_runner(
+            ansible_runner.run,
+            private_data_dir=str(private.path),
             ident=ident,
             playbook=str(content.playbook(playbook)),
             inventory=str(Path(inventory).resolve()),
@@ -457,28 +537,76 @@ def run_playbook(
             quiet=True,
             suppress_env_files=True,
         )
-    except Exception as exc:  # ansible-runner's own errors; its text is not shown
+        _scrub(private, ident)
+        copied = _copy_artifacts(private, data_dir, ident)
+    if runner is None:
         raise OperationFailed(
-            f"ansible-runner could not run playbook {playbook} ({type(exc).__name__})",
-            hint=f"see the artifacts in {data_dir.path}",
-        ) from None
-    _scrub(data_dir, ident)
+            f"ansible-runner could not run playbook {playbook} ({failed})",
+            hint=f"see the artifacts in {copied}",
+        )
     for name in hosts:
         events.hosts.setdefault(name, HostRun(name))
     rc = int(runner.rc if runner.rc is not None else -1)
     if rc != 0 and not any(h.ok or h.failed or h.unreachable for h in events.hosts.values()):
         raise OperationFailed(
             f"ansible-playbook {playbook} did not run (status {runner.status}, exit {rc})",
-            hint=f"see {data_dir.path / 'artifacts' / ident / 'stdout'}",
+            hint=f"see {copied / 'stdout'}",
         )
     return PlaybookRun(
         ident=ident,
         rc=rc,
         status=str(runner.status),
         hosts=events.hosts,
-        artifacts=str(data_dir.path / "artifacts" / ident),
+        artifacts=str(copied),
         elapsed_s=round(time.monotonic() - started, 3),
     )
+
+
+def _run_runner(run: Callable[..., Any], **kwargs: Any) -> tuple[Any, str]:
+    """``run(**kwargs)``, and None with the exception's type name when it raised (its text is
+    not shown: it can quote the environment)."""
+    try:
+        return run(**kwargs), ""
+    except Exception as exc:  # ansible-runner's own errors
+        return None, type(exc).__name__
+
+
+#: Largest artifact file copied out of ansible-runner's private folder (its stdout, an event).
+MAX_ARTIFACT_FILE = 1 << 30
+
+
+def _copy_artifacts(private: OutDir, data_dir: OutDir, ident: str) -> Path:
+    """``artifacts/<ident>/`` of ansible-runner's private folder into ``data_dir`` (the same
+    path below it) through the one writer; regular files only, links never followed."""
+    source = private.path / "artifacts" / ident
+    with data_dir.subdir("artifacts") as artifacts, artifacts.subdir(ident) as target:
+        for folder, dirs, files in os.walk(source, followlinks=False):
+            where = Path(folder).relative_to(source)
+            dirs[:] = sorted(d for d in dirs if not Path(folder, d).is_symlink())
+            out = target
+            opened = []
+            for part in where.parts:
+                out = out.subdir(part)
+                opened.append(out)
+            try:
+                for name in sorted(files):
+                    data = _regular_bytes(Path(folder, name))
+                    if data is not None:
+                        out.save_bytes(name, data)
+            finally:
+                for one in opened:
+                    one.close()
+        return target.path
+
+
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file itself (not a link), else None."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        return fsio.read_bytes(path, cap=MAX_ARTIFACT_FILE, what="ansible-runner artifact")
+    except (OSError, GpuOpsError):
+        return None
 
 
 def _scrub(data_dir: OutDir, ident: str) -> None:
@@ -493,6 +621,8 @@ def _scrub(data_dir: OutDir, ident: str) -> None:
         try:
             doc = json.loads(folder.file("command").read_text())
             folder.save_json("command", {"command": doc.get("command"), "cwd": doc.get("cwd")})
+        except FileNotFoundError:
+            return
         except (OSError, ValueError, AttributeError, GpuOpsError):
-            with contextlib.suppress(OSError):
-                os.unlink("command", dir_fd=folder.fd)
+            with contextlib.suppress(GpuOpsError):  # unreadable: its content is not kept
+                folder.save_json("command", {"command": None, "cwd": None})

@@ -33,6 +33,8 @@ INVENTORY_FILE = "known_hosts"
 #: The file the learned keys are written to in the artifacts folder.
 LEARNED_FILE = "known_hosts.learned"
 MAX_BYTES = 4 << 20
+#: ssh's own per-user known-hosts files (its default UserKnownHostsFile).
+SSH_USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class HostKeys:
         if files:
             # ssh splits the value into words (double quotes group) and expands %-tokens
             words = " ".join('"' + f.replace("%", "%%") + '"' for f in files)
+            if not self.file:  # learning beside ssh's own files: their keys still checked
+                words += " " + " ".join(SSH_USER_FILES)
             opts += ["-o", f"UserKnownHostsFile={words}"]
         if self.file:
             opts += ["-o", "GlobalKnownHostsFile=none"]
