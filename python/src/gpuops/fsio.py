@@ -14,7 +14,7 @@ no planted link can redirect a write and no caller can skip redaction:
 - A log is opened for append with ``O_NOFOLLOW``, must be a regular file with one link, and is
   written line by line.
 - Every text, byte string and JSON document is redacted here (the values
-  :func:`gpuops.logs.secret_values` knows, in plain, JSON-escaped and HTML-escaped forms).
+  :func:`gpuops.logs.secret_values` knows, in every form :func:`gpuops.logs.forms` names).
 
 Files gpuops reads from its user (parameters, environments files, report inputs, alert state)
 are read by :func:`read_bytes` / :func:`read_text`: regular files only (a device or FIFO is
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import html
 import json
 import os
 import secrets as _random
@@ -43,7 +42,7 @@ from typing import Any, TextIO
 
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
-from gpuops.logs import secret_values
+from gpuops.logs import redact, secret_values
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -55,6 +54,9 @@ _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 #: Largest document gpuops reads from its user (environments files, report inputs, records).
 MAX_DOCUMENT_BYTES = 8 << 20
 
+#: How much longer a document's temporary name is than its name (``.NAME.<12 hex>.tmp``).
+TEMP_NAME_EXTRA = 18
+
 #: Mode of reports, results and JUnit files: Jenkins and people read them.
 PUBLIC = 0o644
 #: Mode of files that may hold material only gpuops should read (learned keys, TLS keys).
@@ -64,19 +66,10 @@ PRIVATE = 0o600
 # -- redaction --------------------------------------------------------------------------------
 
 
-def _forms(value: str) -> set[str]:
-    """The ways ``value`` can appear in what gpuops writes: plain, inside a JSON string, in
-    HTML or XML text."""
-    return {value, json.dumps(value)[1:-1], html.escape(value, quote=True)}
-
-
 def redact_text(text: str) -> str:
-    """``text`` with every secret gpuops knows replaced by ``****``."""
-    for value in secret_values():
-        for form in sorted(_forms(value), key=len, reverse=True):
-            if form:
-                text = text.replace(form, "****")
-    return text
+    """``text`` with every secret gpuops knows, in every form it takes
+    (:func:`gpuops.logs.forms`), replaced by ``****``."""
+    return redact(text, secret_values())
 
 
 def redact_doc(doc: Any) -> Any:
@@ -245,7 +238,7 @@ class OutDir:
         """``data`` as the file ``name``: a unique temporary file in this folder, then a rename
         over ``name`` (a link there is replaced, not followed)."""
         target = _name(name)
-        tmp = f".{target}.{_random.token_hex(6)}.tmp"
+        tmp = f".{target}.{_random.token_hex(6)}.tmp"  # TEMP_NAME_EXTRA more than the name
         path = self.path / target
         try:
             fd = os.open(tmp, _NEW_FLAGS, mode, dir_fd=self.fd)
@@ -261,6 +254,15 @@ class OutDir:
                 os.unlink(tmp, dir_fd=self.fd)
             raise _failed("the file", path, exc) from None
         return path
+
+    def remove(self, name: str) -> None:
+        """Remove the file ``name`` of this folder (a link there is removed, not followed)."""
+        try:
+            os.unlink(_name(name), dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _failed("the file", self.path / name, exc) from None
 
     @contextlib.contextmanager
     def append(self, name: str, *, mode: int = PUBLIC) -> Iterator[AppendLog]:
@@ -288,11 +290,10 @@ def _mkdir_at(parent_fd: int, name: str) -> int:
 
 
 def _redact_bytes(data: bytes) -> bytes:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data  # binary: archives and images carry no text gpuops made
-    return redact_text(text).encode("utf-8")
+    """``data`` redacted, UTF-8 or not: bytes that are no UTF-8 (a log in Latin-1, a binary)
+    pass through unchanged as surrogates, a secret between them is still found."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    return redact_text(text).encode("utf-8", errors="surrogateescape")
 
 
 class AppendLog:
@@ -315,9 +316,13 @@ class AppendLog:
                 raise foreign from None
             raise _failed("the log", path, exc) from None
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        # a plain file of its own, made by gpuops (a file someone else planted there and owns
+        # is refused as a link would be)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.geteuid():
             os.close(fd)
             raise foreign
+        if st.st_size == 0:
+            os.fchmod(fd, mode)  # a new log: its mode is ours, not the umask's
         os.set_blocking(fd, True)
         return cls(os.fdopen(fd, "a", encoding="utf-8"), path)
 
@@ -455,7 +460,13 @@ def check_readable_tree(
     top = Path(path)
     entries = [top]
     if top.is_dir():
-        for folder, dirs, files in os.walk(top, onerror=None):
+        seen: set[tuple[int, int]] = set()
+        for folder, dirs, files in os.walk(top, followlinks=True):  # as Ansible reads it
+            st = Path(folder).stat()
+            if (st.st_dev, st.st_ino) in seen:  # a link back up: its files are checked
+                dirs[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             entries.extend(Path(folder, f) for f in files if not f.startswith("."))
     for entry in entries:

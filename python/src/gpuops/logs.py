@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import logging
 import os
 import re
@@ -38,10 +40,48 @@ def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     return sorted(values | _KNOWN, key=len, reverse=True)
 
 
+def _xml(value: str, table: dict[str, str]) -> str:
+    for char, entity in table.items():  # "&" first
+        value = value.replace(char, entity)
+    return value
+
+
+#: ElementTree's escaping of text (``& < >``) and of attributes (also ``"`` and blanks).
+_XML_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_XML_ATTRIBUTE = {**_XML_TEXT, '"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"}
+
+
+def forms(value: str) -> set[str]:
+    """Every way ``value`` can appear in what gpuops prints or writes: plain, inside a JSON
+    string (ASCII or not), ``html.escape`` with and without quotes, Jinja2's (markupsafe:
+    ``"`` as ``&#34;``, ``'`` as ``&#39;``), ElementTree's text and attribute escaping."""
+    found = {
+        value,
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        html.escape(value, quote=True),
+        html.escape(value, quote=False),
+        html.escape(value, quote=True).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"),
+        _xml(value, _XML_TEXT),
+        _xml(value, _XML_ATTRIBUTE),
+    }
+    return {f for f in found if f}
+
+
 def redact(text: str, secrets: list[str]) -> str:
-    for value in secrets:
-        text = text.replace(value, "****")
+    """``text`` with every secret of ``secrets``, in every :func:`forms` it takes, replaced by
+    ``****`` (the longest first: a secret inside another goes with it)."""
+    every = {form for value in secrets if value for form in forms(value)}
+    for form in sorted(every, key=len, reverse=True):
+        if form in text:
+            text = text.replace(form, "****")
     return text
+
+
+def redacted(line: str) -> str:
+    """A line for stderr, redacted with the secrets known NOW (a password read after a
+    command began counts too) and every URL without its ``user:password@``."""
+    return redact(without_userinfo(line), secret_values())
 
 
 class RedactingFilter(logging.Filter):

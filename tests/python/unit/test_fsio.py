@@ -195,16 +195,24 @@ def test_every_write_is_redacted_in_every_form_a_secret_takes(
     folder = fsio.OutDir(tmp_path, option="out")
     folder.save_json("doc.json", {"message": f"login with {SECRET}", SECRET: [SECRET]})
     folder.save_text("page.html", f"<p>{SECRET}</p><p>{json.dumps(SECRET)}</p>")
-    import html
+    import xml.etree.ElementTree as ET
 
-    folder.save_text("escaped.html", f"<p>{html.escape(SECRET)}</p>")
+    import jinja2
+
+    page = jinja2.Environment(autoescape=True).from_string('<p title="{{ s }}">{{ s }}</p>')
+    folder.save_text("escaped.html", page.render(s=SECRET))  # Jinja2's (markupsafe's) escaping
+    node = ET.Element("failure", message=SECRET)
+    node.text = SECRET
+    folder.save_text("escaped.xml", ET.tostring(node, encoding="unicode"))  # ElementTree's
     folder.save_bytes("raw.txt", SECRET.encode())
+    folder.save_bytes("latin1.log", b"\xff\xfe caf\xe9 " + SECRET.encode() + b"\n")  # not UTF-8
     with folder.append("progress.log") as log:
         log.write(f"[host] {SECRET}\n")
     fsio.write_file(tmp_path / "single.txt", SECRET, option="result_file")
     for path in tmp_path.iterdir():
-        text = path.read_text()
-        assert "pa$$" not in text and "****" in text, (path.name, text)
+        data = path.read_bytes()
+        assert b"pa$$" not in data and b"****" in data, (path.name, data)
+    assert (tmp_path / "latin1.log").read_bytes() == b"\xff\xfe caf\xe9 ****\n"
 
 
 def test_secret_material_is_written_only_into_a_private_folder(tmp_path: Path) -> None:
@@ -315,31 +323,39 @@ def test_a_params_or_environments_file_that_is_no_regular_file_is_exit_2(
 
 # -- the convention: nothing outside the writer writes a file ---------------------------------
 
-#: Calls that create or write files or folders.
-_WRITING_ATTRS = {
-    "write_text",
-    "write_bytes",
-    "mkdir",
-    "makedirs",
-    "mkstemp",
-    "mkdtemp",
-    "NamedTemporaryFile",
-    "TemporaryDirectory",
-    "copy",
-    "copy2",
-    "copyfile",
-    "copytree",
-    "symlink_to",
-    "hardlink_to",
-    "touch",
-}
+#: Module functions that create, write, move, change or remove files or folders.
+_MODULE_CALLS = {
+    "os": {
+        "open", "fdopen", "mkdir", "makedirs", "replace", "rename", "renames", "symlink",
+        "link", "truncate", "chmod", "chown", "mkfifo", "mknod", "unlink", "remove", "rmdir",
+    },
+    "shutil": {"copy", "copy2", "copyfile", "copytree", "copymode", "move", "rmtree"},
+    "tempfile": {
+        "mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory", "TemporaryFile",
+        "SpooledTemporaryFile",
+    },
+}  # fmt: skip
+#: Methods only paths have (pathlib) that create, write, move, change or remove.
+_PATH_METHODS = {
+    "write_text", "write_bytes", "mkdir", "symlink_to", "hardlink_to", "touch", "unlink",
+    "rmdir", "chmod", "rename", "lchmod",
+}  # fmt: skip
 
 
-def _mode(call: ast.Call) -> str | None:
-    for arg in [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "mode")]:
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            return arg.value
-    return None
+def _mode(call: ast.Call, method: bool) -> ast.expr | None:
+    """The mode argument of ``open(path, mode)`` or ``path.open(mode)``."""
+    positional = call.args[0:1] if method else call.args[1:2]
+    keyword = [k.value for k in call.keywords if k.arg == "mode"]
+    found = [*positional, *keyword]
+    return found[0] if found else None
+
+
+def _writes(mode: ast.expr | None, *, unknown_writes: bool) -> str | None:
+    if mode is None:
+        return None  # open(path): reading
+    if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+        return f"open({mode.value!r})" if set(mode.value) & set("wax+") else None
+    return "open(<mode not a constant>)" if unknown_writes else None
 
 
 def writes_outside_the_writer(tree: ast.AST) -> list[tuple[int, str]]:
@@ -348,17 +364,35 @@ def writes_outside_the_writer(tree: ast.AST) -> list[tuple[int, str]]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name in _WRITING_ATTRS:
-            found.append((node.lineno, name))
-        elif name == "open":
-            mode = _mode(node) if isinstance(func, ast.Name) or name == "open" else None
-            is_os_open = isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "os"
-            if is_os_open or (mode is not None and set(mode) & set("wax+")):
-                found.append((node.lineno, "os.open" if is_os_open else f"open({mode!r})"))
-        elif name == "fdopen":
-            found.append((node.lineno, name))
+        if isinstance(func, ast.Name):  # open(path, mode), the builtin
+            what = _writes(_mode(node, False), unknown_writes=True) if func.id == "open" else None
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if owner in _MODULE_CALLS:
+                what = f"{owner}.{func.attr}" if func.attr in _MODULE_CALLS[owner] else None
+            elif func.attr in _PATH_METHODS:
+                what = func.attr
+            elif func.attr == "replace" and _is_path_call(func.value):
+                what = "Path(...).replace"
+            elif func.attr == "open":  # path.open(mode); other objects' open(host) are not files
+                mode = _mode(node, True)
+                const = isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                what = _writes(mode, unknown_writes=False) if const else None
+            else:
+                what = None
+        else:
+            what = None
+        if what:
+            found.append((node.lineno, what))
     return found
+
+
+def _is_path_call(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in ("Path", "PurePath")
+    )
 
 
 def test_nothing_outside_the_writer_opens_a_file_for_writing_or_makes_a_folder() -> None:
@@ -379,10 +413,25 @@ def test_nothing_outside_the_writer_opens_a_file_for_writing_or_makes_a_folder()
         "open(p, 'w')",
         "open(p, mode='a')",
         "os.open(p, os.O_WRONLY | os.O_CREAT)",
+        "os.open(p, os.O_RDONLY)",
         "target.mkdir(parents=True)",
         "tempfile.mkstemp(dir=d)",
         "os.makedirs(d)",
         "shutil.copy(a, b)",
+        "Path(p).open('w')",
+        "p.open(mode='a')",
+        "open(p, mode)",
+        "os.replace(a, b)",
+        "os.rename(a, b)",
+        "shutil.move(a, b)",
+        "os.symlink(a, b)",
+        "os.link(a, b)",
+        "os.truncate(p, 0)",
+        "os.chmod(p, 0o777)",
+        "tempfile.TemporaryFile()",
+        "Path(p).replace(q)",
+        "os.unlink(p)",
+        "shutil.rmtree(d)",
     ],
 )
 def test_the_convention_test_sees_each_kind_of_write(code: str) -> None:
@@ -391,7 +440,10 @@ def test_the_convention_test_sees_each_kind_of_write(code: str) -> None:
 
 
 def test_the_convention_test_lets_reads_through() -> None:
-    assert writes_outside_the_writer(ast.parse("open(p).read(); Path(p).read_text()")) == []
+    reads = (
+        "open(p).read(); Path(p).read_text(); Path(p).open(); open(p, 'rb'); 'a'.replace('a', 'b')"
+    )
+    assert writes_outside_the_writer(ast.parse(reads)) == []
 
 
 @pytest.mark.parametrize("where", ["/dev/zero", "fifo", "fifo in group_vars"])
@@ -446,3 +498,78 @@ def test_a_file_a_kubeconfig_names_that_is_no_regular_file_is_exit_2_not_a_hang(
     assert rc == 2 and doc["error"]["field"] == "kubeconfig", doc
     assert f"kubeconfig {field}" in doc["error"]["message"]
     assert "not a regular file" in doc["error"]["message"]
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+DEEP_YAML = "a: " + "[" * 100_000 + "]" * 100_000 + "\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "field"),
+    [
+        (["nodes", "inspect"], {"GPUOPS_PARAMS_FILE": "deep.json"}, "params_file"),
+        (["release", "status", "-e", "staging", "--config", "deep.yaml"], {}, "config"),
+        (["headroom", "check", "--pods", "1", "--gpus-per-pod", "1"], {"KUBECONFIG": "deep.yaml"},
+         None),
+        (["headroom", "check", "--pods", "1", "--gpus-per-pod", "1", "--node-selector",
+          "[" * 3000], {}, "node_selector"),
+    ],
+)  # fmt: skip
+def test_a_document_nested_without_end_is_exit_2_not_a_crash(
+    tmp_path: Path, args: list[str], env: dict[str, str], field: str | None
+) -> None:
+    """Python's json and PyYAML recurse per level: a deep document was RecursionError, exit 5."""
+    (tmp_path / "deep.json").write_text(DEEP_JSON)
+    (tmp_path / "deep.yaml").write_text(DEEP_YAML)
+    rc, doc = _gpuops(tmp_path, *args, env=env)
+    assert rc == 2, doc
+    assert "nested too deeply" in doc["error"]["message"] or doc["error"].get("field") == field
+    if field is not None:
+        assert doc["error"].get("field") == field, doc
+
+
+def test_a_log_someone_else_planted_and_owns_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "progress.log").write_text("theirs\n")
+    os.chown(out / "progress.log", 4242, 4242)  # a file of another user (gpuops runs as root)
+    with (
+        pytest.raises(OperationFailed, match="not a plain file"),
+        fsio.OutDir(out, option="artifacts_dir").append("progress.log") as log,
+    ):
+        log.write("ours\n")
+    assert (out / "progress.log").read_text() == "theirs\n"
+
+
+def test_a_new_log_gets_its_mode_not_the_umasks(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        with fsio.OutDir(tmp_path, option="out").append("progress.log") as log:
+            log.write("x\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "progress.log").stat().st_mode & 0o777 == fsio.PUBLIC
+
+
+def test_an_inventory_folder_is_checked_through_linked_folders_and_loops(tmp_path: Path) -> None:
+    """Ansible follows a linked group_vars: a FIFO there hung it; a link back up must not
+    make the check walk for ever."""
+    inv, elsewhere = tmp_path / "inv", tmp_path / "elsewhere"
+    inv.mkdir()
+    elsewhere.mkdir()
+    (inv / "hosts.yml").write_text("all: {}\n")
+    (inv / "group_vars").symlink_to(elsewhere)
+    (elsewhere / "loop").symlink_to(inv)
+    fsio.check_readable_tree(inv, cap=1 << 20, what="inventory")  # fine, and it ends
+    os.mkfifo(elsewhere / "all.yml")
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        fsio.check_readable_tree(inv, cap=1 << 20, what="inventory")
+
+
+def test_remove_takes_a_link_away_without_following_it(tmp_path: Path, victim: Path) -> None:
+    (tmp_path / "command").symlink_to(victim)
+    folder = fsio.OutDir(tmp_path, option="out")
+    folder.remove("command")
+    folder.remove("command")  # gone already: nothing to do
+    _untouched(victim)
+    assert not os.path.lexists(tmp_path / "command")

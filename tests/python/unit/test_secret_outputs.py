@@ -53,7 +53,9 @@ def replay(monkeypatch: pytest.MonkeyPatch) -> Iterator[Replay]:
         (f"http://{PW}@host", "http://host"),
         (f"http://a:{PW}@[::1/x", "http://[::1/x"),  # not parseable: still stripped
         (f"see http://u:{PW}@h:1/ and ftp://v:{PW}@g/", "see http://h:1/ and ftp://g/"),
-        ("https://plain.example.com:8443/a@b", "https://plain.example.com:8443/a@b"),
+        # up to the LAST "@": a password may hold "/" (hiding too much is the right error)
+        ("https://plain.example.com:8443/a@b", "https://b"),
+        ("https://plain.example.com:8443/a b@c", "https://plain.example.com:8443/a b@c"),
     ],
 )
 def test_a_url_is_shown_without_its_userinfo(url: str, shown: str) -> None:
@@ -222,3 +224,175 @@ def test_a_log_line_never_shows_a_urls_password() -> None:
     )
     assert logs.RedactingFilter([]).filter(record)
     assert record.getMessage() == "GET http://h/"
+
+
+# -- issue 16 review: a password with '/', '?', '#' or '@' in it -------------------------------
+
+ODD_PASSWORDS = ["s3cr/et-Zq", "s3cr#et-Zq", "s3cr?et-Zq", "s3cr@et-Zq", "a/b?c#d@e-Zq"]
+
+
+@pytest.mark.parametrize("password", ODD_PASSWORDS)
+def test_a_url_password_with_a_delimiter_in_it_is_hidden_and_remembered(password: str) -> None:
+    """The userinfo is everything between ``scheme://`` and the last ``@`` before a blank."""
+    from gpuops.core.urls import remember_userinfo
+
+    url = f"https://admin:{password}@jenkins.example/ci/"
+    assert without_userinfo(url) == "https://jenkins.example/ci/"
+    assert (
+        without_userinfo(f"see {url} and http://h/")
+        == "see https://jenkins.example/ci/ and http://h/"
+    )
+    assert "Zq" not in shown_url(url)
+    remember_userinfo(url)
+    assert password in logs.secret_values({})
+    remember_userinfo(f"https://admin:{password.replace('@', '%40')}x@h/")
+    assert password + "x" in logs.secret_values({})  # percent-decoded too
+
+
+@pytest.mark.parametrize("password", ["s3cr/et-Zq", "s3cr#et-Zq", "s3cr?et-Zq"])
+def test_jenkins_apply_never_shows_a_url_password_with_a_delimiter(
+    tmp_path: Path, password: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "r.yaml"
+    config.write_text(CONFIG)
+    err = tmp_path / "err.json"
+    code = run(["--error-file", str(err), "jenkins", "apply", "--config", str(config),
+                "--url", f"https://admin:{password}@jenkins.example/"])  # fmt: skip
+    doc = err.read_text()
+    captured = capsys.readouterr()
+    assert code == 2, doc
+    for text in (doc, captured.err, captured.out):
+        assert "Zq" not in text and "s3cr" not in text, text
+
+
+def test_a_jenkins_repository_with_a_slash_in_its_password_is_refused() -> None:
+    from gpuops.core import jenkinsjobs as core
+
+    for password in ("pa/ss-Zq", "pa#ss-Zq", "pa?ss-Zq"):
+        repo = f"https://ci:{password}@git.example.com/a.git"
+        doc = {"jenkins": {"name": "infer", "repository": repo}}
+        with pytest.raises(InvalidInput, match="carries a password") as info:
+            core.parse(doc, "r.yaml")
+        assert "Zq" not in info.value.message
+
+
+def test_a_docker_host_with_a_slash_in_its_password_is_refused_unquoted() -> None:
+    from gpuops.cli.common import docker_host
+
+    for password in ("pa/ss-Zq", "pa#ss-Zq", "pa@ss-Zq"):
+        with pytest.raises(InvalidInput, match="password") as info:
+            docker_host(f"tcp://u:{password}@h:2375")
+        assert "Zq" not in info.value.message, info.value.message
+    assert docker_host("ssh://core@h") == "ssh://core@h"
+    assert docker_host("unix:///run/podman/podman.sock") == "unix:///run/podman/podman.sock"
+
+
+def test_a_driver_repository_password_with_a_slash_goes_as_a_secret() -> None:
+    from gpuops.usecases.nodes import common
+
+    script = common.probe_script(["http://u:pa/ss-Zq@h/NVIDIA.run"])
+    assert "\nsecret http://u:pa/ss-Zq@h/NVIDIA.run\n" in script
+
+
+# -- issue 16 review: every escaping gpuops writes is redacted ---------------------------------
+
+#: A secret with every character an escaping changes; "S3CR" marks each piece of it.
+ODD_SECRET = "S3CRa\"S3CRb'S3CRc<S3CRd&S3CRe>S3CRf\nS3CRg"
+
+
+def test_redact_knows_every_escaping() -> None:
+    import html
+
+    import markupsafe
+
+    forms = [ODD_SECRET, json.dumps(ODD_SECRET), html.escape(ODD_SECRET),
+             html.escape(ODD_SECRET, quote=False), str(markupsafe.escape(ODD_SECRET))]  # fmt: skip
+    for form in forms:
+        assert "S3CR" not in logs.redact(f"x {form} y", [ODD_SECRET]), form
+
+
+def test_a_junit_file_and_a_page_never_hold_a_secret_in_any_escaping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rendered by the real renderers: ElementTree (text and attributes) and Jinja2."""
+    from gpuops import fsio
+    from gpuops.render.html import releases
+    from gpuops.render.junit import Case, junit_xml
+
+    monkeypatch.setenv("GPUOPS_REGISTRY_PASSWORD", ODD_SECRET)
+    junit = junit_xml(f"suite {ODD_SECRET}", [Case(f"case {ODD_SECRET}", "c", 1.0,
+                                                   failure=f"failed: {ODD_SECRET}")])  # fmt: skip
+    assert "S3CR" in junit  # the renderer wrote it, escaped
+    out = fsio.OutDir(tmp_path, option="out")
+    out.save_text("junit.xml", junit)
+    record = {"number": 1, "action": "promote", "status": "failed", "tag": "42",
+              "started": "2026-11-30T10:00:00Z", "reason": f"it said {ODD_SECRET}",
+              "link": f"https://ci.example/job?k={ODD_SECRET}"}  # fmt: skip
+    result = {"environment": "production", "namespace": "ai", "current": None,
+              "rollback_choices": [], "releases": [record]}  # fmt: skip
+    written = releases.write(result, out)
+    for path in (tmp_path / "junit.xml", *written.files):
+        text = path.read_text()
+        assert "S3CR" not in text, (path.name, text)
+    assert "****" in (tmp_path / "junit.xml").read_text()
+
+
+# -- issue 16 review: progress lines on stderr are redacted ------------------------------------
+
+
+def test_a_progress_line_is_redacted_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuops.cli.base import Runtime
+    from gpuops.cli.release import _deps
+    from gpuops.usecases.nodes import common
+
+    logs.remember_secret(PW)
+    common.say(f"[n1] login with {PW} at http://u:x-Zq@h/")
+    release_say = _deps(Runtime(output="text")).say
+    release_say(f"pushing with {PW}")
+    err = capsys.readouterr().err
+    assert PW not in err and "Zq" not in err and err.count("****") == 2, err
+
+
+def test_a_history_link_loses_its_userinfo() -> None:
+    from gpuops.render.html import releases
+
+    assert releases._link(f"https://bot:{PW}@ci.example/job/1/") == "https://ci.example/job/1/"
+    assert releases._link("https://ci.example/job/1/") == "https://ci.example/job/1/"
+    assert releases._link("javascript:alert(1)") is None
+
+
+def test_a_build_line_is_redacted_with_the_password_read_after_the_build_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--registry-password-env ROBOT_PASS``: a name that says nothing of secrets, read by
+    the build (after the command began); a build line echoing it shows ``****``."""
+    from gpuops.errors import OperationFailed
+    from gpuops.usecases.images import build
+
+    def fake_build(request: build.BuildRequest, on_line: object) -> build.BuildRecord:
+        assert callable(on_line)
+        request.access.credentials()  # where the real build reads them
+        on_line(f"#5 RUN echo {PW}")
+        raise OperationFailed("the build stopped here")
+
+    monkeypatch.setattr(build, "build", fake_build)
+    monkeypatch.setenv("ROBOT_USER", "robot")
+    monkeypatch.setenv("ROBOT_PASS", PW)
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    code = run(["image", "build", "--image", "127.0.0.1:5000/team/x", "--context",
+                str(tmp_path), "--build-number", "1", "--registry-username-env", "ROBOT_USER",
+                "--registry-password-env", "ROBOT_PASS"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "#5 RUN echo ****" in err and PW not in err, err
+
+
+def test_finding_userinfo_is_linear_in_the_text() -> None:
+    """A message can quote a megabyte of input: many ``x://`` after an ``@`` (a regex that
+    backtracks to the last ``@`` took 26 s for these 80 kB) must not stall gpuops."""
+    import time
+
+    started = time.monotonic()
+    for text in ("@ " + "a://" * 20000, "@ " + "a." * 200000 + "://u:p@h", "a://b@" * 100000):
+        without_userinfo(text)
+    assert time.monotonic() - started < 3
+    assert without_userinfo("x a://u:p@h b://v@g/@ c") == "x a://h b:// c"

@@ -130,24 +130,20 @@ def docker_host(value: str) -> str:
     """A Docker or Podman API address (``unix:///run/podman.sock``, ``tcp://h:2375``,
     ``ssh://user@h``): parsed (scheme, host or socket path, port) before anything connects,
     like :func:`http_url` for the http(s) options; no password in it."""
-    from urllib.parse import urlsplit  # noqa: PLC0415
+    from gpuops.core.urls import password_of, remember_userinfo, split_url  # noqa: PLC0415
 
+    remember_userinfo(value)
     bad = f"{shown(value)} is not a Docker API address ({', '.join(_DOCKER_SCHEMES)}://...)"
-    if any(c.isspace() or ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
-        raise InvalidInput(f"{bad}: it holds a space or a control character")
-    try:
-        parts = urlsplit(value)
-        host, _port = parts.hostname, parts.port
-    except ValueError:
-        raise InvalidInput(f"{bad}: its host or port cannot be parsed") from None
+    if password_of(value):  # before parsing: a password may hold what stops a parser
+        raise InvalidInput(f"{bad}: it carries a password")
+    parts = split_url(value, bad)
+    host = parts.hostname
     if parts.scheme not in _DOCKER_SCHEMES:
         raise InvalidInput(f"{bad}: unknown scheme")
     if parts.scheme == "unix" and not parts.path.startswith("/"):
         raise InvalidInput(f"{bad}: a unix socket needs an absolute path")
     if parts.scheme != "unix" and not host:
         raise InvalidInput(f"{bad}: it names no host")
-    if ":" in parts.netloc.rpartition("@")[0]:
-        raise InvalidInput(f"{bad}: it carries a password")
     return value
 
 

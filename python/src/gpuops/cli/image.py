@@ -196,15 +196,13 @@ def build(
 ) -> Outcome:
     """Build an image, tag it by build number and revision, push it and record its digest."""
     from gpuops.core.imageref import build_tags  # noqa: PLC0415
-    from gpuops.logs import redact, secret_values  # noqa: PLC0415
+    from gpuops.logs import redacted  # noqa: PLC0415
     from gpuops.render.images import build_summary  # noqa: PLC0415
     from gpuops.usecases.images.build import BuildRequest  # noqa: PLC0415
     from gpuops.usecases.images.build import build as run_build  # noqa: PLC0415
 
-    secrets = secret_values()
-
-    def on_line(line: str) -> None:
-        click.echo(redact(line, secrets), err=True)
+    def on_line(line: str) -> None:  # the secrets known now: the registry's are read later
+        click.echo(redacted(line), err=True)
 
     request = BuildRequest(
         image=image,

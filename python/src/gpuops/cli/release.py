@@ -75,6 +75,7 @@ def _who_options(f: F) -> F:
 
 
 def _deps(runtime: Runtime) -> Any:
+    from gpuops.logs import redacted  # noqa: PLC0415
     from gpuops.usecases.releases import Deps  # noqa: PLC0415 - heavy imports on use only
     from gpuops.usecases.releases.registry import registry_for  # noqa: PLC0415
 
@@ -82,7 +83,7 @@ def _deps(runtime: Runtime) -> Any:
 
     def say(line: str) -> None:
         if runtime.output == "text":
-            click.echo(f"[{time.monotonic() - start:6.1f}s] {line}", err=True)
+            click.echo(f"[{time.monotonic() - start:6.1f}s] {redacted(line)}", err=True)
             sys.stderr.flush()
 
     return Deps(registry_for=registry_for, say=say)

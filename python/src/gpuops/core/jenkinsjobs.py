@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuops.core.releaseconfig import ReleaseConfig
+from gpuops.core.urls import password_of
 from gpuops.core.values import key_shown, shown
 from gpuops.errors import InvalidInput
 
@@ -103,7 +104,7 @@ def parse(doc: Any, source: str) -> JobsConfig:
         raise fail("folder", f"{shown(folder)} is not a folder path (names separated by '/')")
     if not re.match(r"^(https?|ssh|git)://|^[\w.-]+@[\w.-]+:", values["repository"]):
         raise fail("repository", f"{shown(values['repository'])} is not a Git URL")
-    if re.match(r"^[a-z+]+://[^/?#]*:[^/?#]*@", values["repository"]):
+    if password_of(values["repository"]):
         raise fail(
             "repository",
             f"{shown(values['repository'])} carries a password (user:password@): it would be "

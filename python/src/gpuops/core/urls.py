@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from gpuops.core.values import shown, without_userinfo
+from gpuops.core.values import shown, userinfo_spans, without_userinfo
 from gpuops.errors import InvalidInput
 from gpuops.logs import remember_secret
 
-__all__ = ["parse_http", "remember_userinfo", "shown_url", "without_userinfo"]
+__all__ = [
+    "parse_http",
+    "password_of",
+    "remember_userinfo",
+    "shown_url",
+    "split_url",
+    "userinfo_of",
+    "without_userinfo",
+]
 
 
 def shown_url(url: str, limit: int = 120) -> str:
@@ -23,20 +31,44 @@ def shown_url(url: str, limit: int = 120) -> str:
     return shown(without_userinfo(url), limit)
 
 
+def userinfo_of(url: str) -> str | None:
+    """``url``'s ``user:password`` part by the one rule of :func:`gpuops.core.values.userinfo_spans`
+    (everything between ``scheme://`` and the last ``@`` before a blank), or None."""
+    text = url.strip()
+    spans = userinfo_spans(text) if "@" in text else []
+    if not spans or spans[0][0] != 0:
+        return None
+    _scheme, begin, at = spans[0]
+    return text[begin:at]
+
+
+def password_of(url: str) -> str | None:
+    """The password of ``url``'s userinfo (after its first ``:``), or None when it has none."""
+    _user, colon, password = (userinfo_of(url) or "").partition(":")
+    return password if colon and password else None
+
+
 def remember_userinfo(url: str) -> None:
     """Redact the password (raw and percent-decoded) of ``url``'s userinfo from every output
     of this process from now on."""
-    authority = url.partition("://")[2]
-    for stop in "/?#":
-        authority = authority.partition(stop)[0]
-    userinfo, at, _ = authority.rpartition("@")
-    if not at:
-        return
-    _user, colon, password = userinfo.partition(":")
-    if colon and password:
+    password = password_of(url)
+    if password:
         remember_secret(password)
         remember_secret(unquote(password))
-        remember_secret(userinfo)
+        remember_secret(userinfo_of(url))
+
+
+def split_url(value: str, bad: str) -> SplitResult:
+    """``value`` split into its parts, or InvalidInput starting with ``bad`` when it holds a
+    blank or a control character or its host or port cannot be parsed."""
+    if any(c.isspace() or ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise InvalidInput(f"{bad}: it holds a space or a control character")
+    try:
+        parts = urlsplit(value)
+        _host, _port = parts.hostname, parts.port
+    except ValueError:
+        raise InvalidInput(f"{bad}: its host or port cannot be parsed") from None
+    return parts
 
 
 def parse_http(value: str, what: str = "", *, userinfo: bool = False) -> SplitResult:
@@ -45,13 +77,8 @@ def parse_http(value: str, what: str = "", *, userinfo: bool = False) -> SplitRe
     password is then remembered as a secret)."""
     remember_userinfo(value)
     bad = f"{what} {shown_url(value)}".strip() + " is not an http(s) URL"
-    if any(c.isspace() or ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in value):
-        raise InvalidInput(f"{bad}: it holds a space or a control character")
-    try:
-        parts = urlsplit(value)
-        host, _port = parts.hostname, parts.port
-    except ValueError:
-        raise InvalidInput(f"{bad}: its host or port cannot be parsed") from None
+    parts = split_url(value, bad)
+    host = parts.hostname
     if parts.scheme not in ("http", "https"):
         raise InvalidInput(f"{bad}: the scheme must be http or https")
     if not host:

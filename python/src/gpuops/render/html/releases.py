@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpuops.core.urls import without_userinfo
 from gpuops.errors import InvalidInput
 from gpuops.fsio import OutDir
 from gpuops.render.html import page
@@ -38,7 +39,7 @@ def _check(result: Mapping[str, Any]) -> None:
 
 
 def _link(value: Any) -> str | None:
-    text = str(value or "")
+    text = without_userinfo(str(value or ""))  # a link is for everyone: no user:password@
     return text if text.startswith(("https://", "http://")) else None
 
 
