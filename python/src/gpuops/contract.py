@@ -46,6 +46,10 @@ def load_params(path: str | os.PathLike[str]) -> dict[str, Any]:
     text = fsio.read_text(p, cap=MAX_PARAMS_BYTES, what="parameters file", option="params_file")
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise InvalidInput(
+            f"parameters file {shown(str(p), 200)} is nested too deeply", field="params_file"
+        ) from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             f"parameters file {shown(str(p), 200)} is not valid JSON: {exc.msg} at line "

@@ -173,6 +173,38 @@ def test_kubectl_set_image_during_the_watch_aborts_the_release_and_names_who(
     assert target.change_causes()[1].startswith("gpuops #1 promote staging: 1.1.0")
 
 
+def kubectl_scale(t: Target, replicas: int) -> Callable[[], None]:
+    """``kubectl scale deployment/infer --replicas=N``: a new generation through /scale."""
+    kubectl = Path(t.kube.facts["bin_dir"]) / "kubectl"
+
+    def run() -> None:
+        subprocess.run(
+            [str(kubectl), "--kubeconfig", str(t.kube.kubeconfig), "-n", t.namespace,
+             "scale", f"deployment/{t.name}", f"--replicas={replicas}"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+    return run
+
+
+def test_a_scale_during_the_watch_aborts_but_leaves_gpuops_marks_on_its_own_image(
+    target: Target, kube_lab: KubeLab, registry_lab: RegistryLab, release_images: Images
+) -> None:
+    """``kubectl scale`` writes only the generation: the release stops (what gpuops left
+    changed), but the pod template still runs gpuops' release, so its marks stay; taking them
+    off labelled gpuops' own image 'not a gpuops release'."""
+    _, error = release(target, deps(kube_lab, registry_lab, target.say), "1.1.0")
+    assert error is None, error
+    during = on(target, "infer: ", kubectl_scale(target, 3))
+
+    out, error = release(target, deps(kube_lab, registry_lab, during), "1.2.0")
+
+    assert isinstance(error, OperationFailed) and out.state == "aborted", (error, out.state)
+    assert error.message.count("changed by ") == 1 and "generation" in error.message, error
+    assert target.image() == release_images.ref("1.2.0")  # gpuops' image still runs
+    assert target.release_number() == 2, "gpuops' release mark was taken off its own image"
+
+
 @pytest.mark.parametrize("moment", ["before its patch", "during its watch"])
 def test_kubectl_set_image_during_the_restore_is_not_overwritten(
     target: Target,

@@ -186,7 +186,9 @@ def test_a_kubeconfig_path_no_file_can_have_is_an_input_error(
     assert "does not exist" in json.loads(err)["error"]["message"]
 
 
-@pytest.mark.parametrize("name", ["z" * 300, "f" * 300 + "/result.json"])
+@pytest.mark.parametrize(
+    "name", ["z" * 300, "f" * 300 + "/result.json", "r" * 238, "r" * 239]
+)  # 238/239: the name fits, its temporary name (.NAME.<12 hex>.tmp, 18 more) does not
 def test_a_result_file_name_no_file_can_have_is_an_input_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:

@@ -625,7 +625,7 @@ def _status_doc(data: bytes) -> Any:
         return kubeproto.status(data)
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 

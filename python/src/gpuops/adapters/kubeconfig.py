@@ -128,6 +128,8 @@ def check_kubeconfig(path: str, context: str | None) -> str | None:
             raise
         try:
             doc = yaml.safe_load(text)
+        except RecursionError:
+            raise InvalidInput(f"kubeconfig {p} is nested too deeply", hint=_HINT) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

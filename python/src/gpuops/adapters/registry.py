@@ -70,7 +70,7 @@ class Manifest:
     def doc(self) -> dict[str, Any]:
         try:
             doc = json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise OperationFailed(f"manifest {self.digest} is not JSON") from None
         if not isinstance(doc, dict):
             raise OperationFailed(f"manifest {self.digest} is not a JSON object")
@@ -146,7 +146,12 @@ class Registry(Connection):
             raise OperationFailed(f"{what}: the manifest's bytes do not match its digest")
         media_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
         if media_type not in MANIFEST_TYPES:
-            media_type = str(json.loads(resp.body).get("mediaType") or media_type)
+            try:
+                doc = json.loads(resp.body)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise OperationFailed(f"{what}: the manifest is not JSON") from None
+            declared = doc.get("mediaType") if isinstance(doc, dict) else None
+            media_type = str(declared or media_type)
         if media_type not in MANIFEST_TYPES:
             raise OperationFailed(f"{what}: unsupported manifest type {media_type!r}")
         return Manifest(media_type, digest, resp.body)

@@ -106,7 +106,7 @@ def error_codes(body: bytes) -> str:
     try:
         doc = json.loads(body)
         codes = [str(e.get("code")) for e in doc.get("errors") or [] if isinstance(e, dict)]
-    except (ValueError, UnicodeDecodeError, AttributeError):
+    except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
         return ""
     return ", ".join(c for c in codes if re.fullmatch(r"[A-Z_]{1,64}", c))
 
@@ -268,7 +268,7 @@ class Connection:
         try:
             doc = json.loads(body)
             token = doc.get("token") or doc.get("access_token")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             token = None
         if status != 200 or not isinstance(token, str) or not token:
             raise OperationFailed(

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpuops import __version__
+from gpuops import __version__, fsio
 from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime
 from gpuops.contract import (
     ERROR_ENV,
@@ -183,7 +183,10 @@ def _check_writable(what: str, path: str | None) -> None:
     try:
         usable = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
         # the temporary file beside it has a longer name: keep room for it
-        usable = usable and len(Path(path).name.encode()) + 16 <= os.pathconf(parent, "PC_NAME_MAX")
+        extra = fsio.TEMP_NAME_EXTRA
+        usable = usable and len(Path(path).name.encode()) + extra <= os.pathconf(
+            parent, "PC_NAME_MAX"
+        )
     except (OSError, ValueError):  # a name no directory can have (too long, ...)
         usable = False
     if not usable:

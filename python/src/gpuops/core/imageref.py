@@ -225,6 +225,8 @@ def parse_key_values(
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
             value = json.loads(value)
+        except RecursionError:
+            raise InvalidInput(f"{what}: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{what}: not valid JSON: {exc.msg} at column {exc.colno}") from None
         if not isinstance(value, dict):

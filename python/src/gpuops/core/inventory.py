@@ -9,7 +9,7 @@ The adapter (:mod:`gpuops.adapters.ansible`) resolves the inventory with Ansible
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,11 +193,3 @@ def check_thresholds(inventory: Inventory) -> dict[str, Thresholds]:
 
 def driver_file(version: str) -> str:
     return f"NVIDIA-Linux-x86_64-{version}.run"
-
-
-def needed_runs(hosts: Sequence[Host]) -> dict[str, list[str]]:
-    """The driver files each host must find in its repository: url -> hosts."""
-    out: dict[str, list[str]] = {}
-    for host in hosts:
-        out.setdefault(f"{host.repo_url}/{driver_file(host.driver_version)}", []).append(host.name)
-    return out

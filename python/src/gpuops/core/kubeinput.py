@@ -95,6 +95,8 @@ def _json_or_none(value: str) -> Any:
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InvalidInput(f"{shown(text)} is nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             f"{shown(text)} is not valid JSON: {exc.msg} at column {exc.colno}"

@@ -260,7 +260,7 @@ def read_record(path: Path) -> dict[str, Any]:
     text = fsio.read_text(path, cap=MAX_DOCUMENT_BYTES, what="build record")
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"build record {path} cannot be read ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("gpuops.image-build"):
         raise InvalidInput(f"{path} is not a gpuops build record")

@@ -291,7 +291,7 @@ def inspect(
         config_digest = str(config_desc.get("digest") or "")
         try:
             config = json.loads(reg.get_blob(ref.repository, config_digest))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise OperationFailed(f"the config of {ref} is not JSON") from None
     from gpuops.core.cuda import CUDA_LABEL, declared_cuda  # noqa: PLC0415 - `image tag` needs none
 

@@ -194,7 +194,7 @@ def _load_state(path: str | None) -> dict[str, Any]:
     text = fsio.read_text(path, cap=MAX_STATE_BYTES, what="alert state file", option="alert_state")
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidInput(
             f"alert state file {shown(path)} is not readable JSON", field="alert_state"
         ) from None

@@ -35,6 +35,8 @@ def load_with_document(path: str) -> tuple[ReleaseConfig, Any]:
     text = fsio.read_text(path, cap=MAX_BYTES, what="release environments file", option="config")
     try:
         doc = yaml.safe_load(text)
+    except RecursionError:
+        raise InvalidInput(f"{path}: nested too deeply", field="config") from None
     except yaml.YAMLError as exc:  # the parser's words only, never a piece of the file
         raise InvalidInput(f"{path}: not valid YAML {yaml_problem(exc)}", field="config") from None
     return releaseconfig.parse(doc, path), doc

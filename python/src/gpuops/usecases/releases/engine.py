@@ -284,7 +284,10 @@ class _Run:
         env = self.env
         said = foreign.message(env.namespace)
         left = self.left.get(foreign.deployment)
-        taken = steps.disown(self.kube, env, left, foreign, record) if left else []
+        # their pod template runs something else: gpuops' release marks come off it; a write
+        # of the generation only (kubectl scale, an autoscaler) leaves gpuops' image running
+        theirs = left is not None and bool({"image", "model"} & set(foreign.changed))
+        taken = steps.disown(self.kube, env, left, foreign, record) if left and theirs else []
         failure: dict[str, Any] = {
             "kind": "foreign-change",
             "deployment": foreign.deployment,
