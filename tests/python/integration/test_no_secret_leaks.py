@@ -553,7 +553,10 @@ def _restore(fleet: FleetLab, host: str, group: str) -> None:
     hoststate.set_gpu_state(
         fleet.lab, host, driver=DEFAULT_DRIVERS[group], install_error=None, install_delay_s=0
     )
-    fleet.ssh(host, "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")
+    fleet.ssh(
+        host,
+        "rm -rf /etc/ansible/facts.d/gpuops_nvidia_driver.fact /root/.cache/gpuops/nvidia",
+    )  # what the install left on the lab host (its download): the next test finds it clean
 
 
 def test_a_driver_install_keeps_the_repository_credentials_off_every_command_line(

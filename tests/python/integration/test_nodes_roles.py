@@ -182,6 +182,8 @@ def test_wrong_driver_checksum_refuses_the_host_before_any_change(fleet_lab: Fle
     host = fleet_lab.host("gpu_l40s", 0)
     installed = hoststate.gpu_state(fleet_lab.lab, host)["install"]
     hoststate.set_gpu_state(fleet_lab.lab, host, nouveau=True)
+    # the host as before any install (another test's install on it left its download)
+    on(fleet_lab, host, "rm -rf /etc/modprobe.d/blacklist-nouveau.conf /root/.cache/gpuops/nvidia")
     wrong = "0" * 64
     try:
         recap, out = play(
