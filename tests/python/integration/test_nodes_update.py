@@ -151,7 +151,8 @@ def test_wrong_driver_checksum_refuses_the_hosts_before_any_change(
 def _assert_timeline(doc: dict[str, Any]) -> None:
     """Each batch at its time in the run, one after the other, drawn on the page."""
     canary, batch = doc["batches"]
-    assert canary["start_s"] >= doc["timings_s"]["preflight"] + doc["timings_s"]["plan"]
+    timings = {k: round(v * 1000) for k, v in doc["timings_s"].items()}  # whole milliseconds
+    assert round(canary["start_s"] * 1000) >= timings["preflight"] + timings["plan"]
     assert batch["start_s"] >= canary["start_s"] + canary["elapsed_s"] - 0.01
     page = Path(doc["report"]["page"]).read_text()
     assert f"canary 0: {H1} (done)" in page and f"batch 1: {H2} (done)" in page

@@ -14,6 +14,7 @@ from gpuops.core import rollout
 from gpuops.core.inventory import Host
 from gpuops.errors import InvalidInput
 from gpuops.render.junit import Case, junit_xml
+from gpuops.usecases.nodes import update
 from gpuops.usecases.nodes.records import HostRecord, Rollout
 
 
@@ -285,3 +286,11 @@ def test_ansible_never_reuses_an_ssh_master_connection_checked_against_other_key
     assert a != sockets(hostkeys.HostKeys(str(first), learned=str(tmp_path / "learned")))
     first.write_text("10.0.0.1 ssh-ed25519 AAAA2\n")  # a key rotated in the same file
     assert a != sockets(hostkeys.HostKeys(str(first)))
+
+
+def test_phase_timings_add_up_to_the_time_the_last_phase_ended() -> None:
+    """CI stop 23: preflight 0.631 + plan 22.481 > the canary's start_s 23.111 (rounded apart)."""
+    timings = update.phase_timings(100.0, preflight=100.6306, plan=123.1114)
+    assert timings == {"preflight": 0.631, "plan": 22.48}
+    canary_start_ms = round((123.1114 - 100.0) * 1000)  # as a batch's start_s is rounded
+    assert round(timings["preflight"] * 1000) + round(timings["plan"] * 1000) <= canary_start_ms

@@ -67,6 +67,19 @@ def update(
         return _update(request, connect, keys)
 
 
+def phase_timings(started: float, **ends: float) -> dict[str, float]:
+    """Seconds each phase took, from the monotonic time each one ended.
+
+    Counted in whole milliseconds since ``started``, so the phases add up to the time the last
+    one ended, as a batch's ``start_s`` (rounded the same way) counts it: two phases rounded
+    apart could add up to a millisecond more than the run had taken."""
+    out, last = {}, 0
+    for name, end in ends.items():
+        ms = round((end - started) * 1000)
+        out[name], last = (ms - last) / 1000, ms
+    return out
+
+
 def _update(
     request: UpdateRequest,
     connect: Callable[[Cluster], KubeClient] | None,
@@ -108,7 +121,7 @@ def _update(
         pre = time.monotonic()
         _plan(ro, inv, request, folder, say, keys)
         planned = time.monotonic()
-        ro.timings_s.update(preflight=round(pre - started, 3), plan=round(planned - pre, 3))
+        ro.timings_s.update(phase_timings(started, preflight=pre, plan=planned))
         if not request.check and not ro.failed:
             guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
             _run(ro, inv, request, guard, folder, say, started, keys)
