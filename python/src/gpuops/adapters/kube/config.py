@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuops import fsio
-from gpuops.adapters.kubecreds import MAX_BYTES
+from gpuops.adapters.kube.creds import MAX_BYTES
 from gpuops.errors import InvalidInput, Unreachable
 from gpuops.logs import remember_secret
 

@@ -16,10 +16,10 @@ The schema below names only the fields gpuops reads, with the field numbers of
 ``k8s.io/api/core/v1/generated.proto`` and ``k8s.io/apimachinery/.../generated.proto``
 (stable: protobuf field numbers are never reused); every other field is skipped by the
 parser. The items become the same :mod:`gpuops.core.kubemodel` objects as from JSON
-(:mod:`.kubepages` does the conversion for both; an integration test lists the lab's
+(:mod:`.pages` does the conversion for both; an integration test lists the lab's
 cluster both ways and compares).
 
-A truncated or corrupt answer raises :class:`~.kubepages.PageError` (``invalid``), as JSON
+A truncated or corrupt answer raises :class:`~.pages.PageError` (``invalid``), as JSON
 that does not parse does: a verdict is never computed from a list we could not read.
 """
 
@@ -30,9 +30,9 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from gpuops.adapters.kubepages import PROTOBUF_MAGIC as MAGIC
-from gpuops.adapters.kubepages import PageError, node_item, pod_item
-from gpuops.adapters.kubeshape import Resources
+from gpuops.adapters.kube.pages import PROTOBUF_MAGIC as MAGIC
+from gpuops.adapters.kube.pages import PageError, node_item, pod_item
+from gpuops.adapters.kube.shape import Resources
 from gpuops.core.kubemodel import Node, Pod
 
 T = TypeVar("T")
@@ -214,7 +214,7 @@ def _field(buf: bytearray, at: int) -> tuple[int, int, int, int] | None:
 
 
 class ProtoListReader(Generic[T]):
-    """Decodes one protobuf LIST answer fed in pieces, as :class:`.kubepages.ListReader`
+    """Decodes one protobuf LIST answer fed in pieces, as :class:`.pages.ListReader`
     does a JSON one: whole items as soon as they have arrived, the continue token as soon as
     the list's metadata has."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuops.adapters.kubeshape import (
+from gpuops.adapters.kube.shape import (
     EMPTY,
     HINT,
     Resources,

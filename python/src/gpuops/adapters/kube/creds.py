@@ -119,7 +119,7 @@ def plain_kubeconfig(kubeconfig: str | None, context: str | None) -> Credentials
     except (OSError, ValueError, TypeError, KeyError, AttributeError, UnicodeError):
         return None
     except RecursionError:
-        return None  # kubeconfig.py's own check names it
+        return None  # config.py's own check names it
 
 
 def _yaml(text: str) -> Any:

@@ -1,11 +1,11 @@
 """Typed decoding of node and pod LIST pages: only the fields gpuops reads become objects.
 
 A LIST page of pods is mostly what gpuops never reads (``managedFields``, statuses, images,
-volumes). Parsing it whole into dicts and then picking fields (:mod:`.kubedecode`) spends most
+volumes). Parsing it whole into dicts and then picking fields (:mod:`.decode`) spends most
 of a large cluster's ``headroom check`` in the parser; msgspec, given the shape of what we
 read, validates the whole document but skips every other field without building it (~5x
 less CPU on a page of pods). The results are the same :mod:`gpuops.core.kubemodel` objects
-that :func:`.kubedecode.node_from_api` and :func:`.kubedecode.pod_from_api` build from the
+that :func:`.decode.node_from_api` and :func:`.decode.pod_from_api` build from the
 same JSON (a unit test holds the two together).
 
 A page that is not JSON, or whose known fields have an unexpected type (an item that is not
@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from gpuops.adapters.kubeshape import Resources, amounts
+from gpuops.adapters.kube.shape import Resources, amounts
 from gpuops.core.kubemodel import Container, Node, Placement, Pod, Taint, pod_requests
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ _NO_NODE_META, _NO_NODE_SPEC, _NO_NODE_STATUS = _NodeMeta(), _NodeSpec(), _NodeS
 _NO_POD_META, _NO_POD_SPEC = _PodMeta(), _PodSpec()
 
 
-#: Kubernetes' protobuf encoding (:mod:`.kubeproto`): its media type, and the magic its answers
+#: Kubernetes' protobuf encoding (:mod:`.proto`): its media type, and the magic its answers
 #: start with. Here, not there, so that choosing a decoder does not import protobuf.
 PROTOBUF_MEDIA = "application/vnd.kubernetes.protobuf"
 PROTOBUF_MAGIC = b"k8s\x00"
@@ -132,7 +132,7 @@ PROTOBUF_MAGIC = b"k8s\x00"
 
 class PageReader(Protocol[T]):
     """Decodes one LIST answer fed in pieces (JSON: :class:`ListReader`; protobuf:
-    :class:`.kubeproto.ProtoListReader`)."""
+    :class:`.proto.ProtoListReader`)."""
 
     token: str  # the list's continue token, once the head is read
 
@@ -164,13 +164,13 @@ def _decode(decoder: msgspec.json.Decoder[_Page[Any]], raw: bytes) -> _Page[Any]
 
 # -- pages to model objects ------------------------------------------------------------------
 def node_page(raw: bytes, resources: Resources = None) -> tuple[str, list[Node]]:
-    """(the page's continue token, its nodes); see :func:`.kubedecode.node_from_api`."""
+    """(the page's continue token, its nodes); see :func:`.decode.node_from_api`."""
     page = _decode(_NODE_PAGE, raw)
     return _token(page), [node_item(n, resources) for n in page.items]
 
 
 def pod_page(raw: bytes, resources: Resources = None) -> tuple[str, list[Pod]]:
-    """(the page's continue token, its pods); see :func:`.kubedecode.pod_from_api`."""
+    """(the page's continue token, its pods); see :func:`.decode.pod_from_api`."""
     page = _decode(_POD_PAGE, raw)
     return _token(page), [pod_item(p, resources) for p in page.items]
 
@@ -180,12 +180,12 @@ def _token(page: _Page[Any]) -> str:
 
 
 def _as_read(values: Any, _keep: Resources) -> Any:
-    """Resource amounts as JSON has them (:func:`.kubeshape.amounts` picks ``keep``)."""
+    """Resource amounts as JSON has them (:func:`.shape.amounts` picks ``keep``)."""
     return values
 
 
 #: How a decoded object's resource map (allocatable, requests, ...) becomes name -> quantity:
-#: as read for JSON, from ``Quantity`` messages for protobuf (:mod:`.kubeproto`).
+#: as read for JSON, from ``Quantity`` messages for protobuf (:mod:`.proto`).
 Quantities = Callable[[Any, Resources], Any]
 
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from gpuops.adapters.kube import KubeClient, NotFound
-from gpuops.adapters.kubedecode import label_selector
+from gpuops.adapters.kube.client import KubeClient, NotFound
+from gpuops.adapters.kube.decode import label_selector
 from gpuops.core.deploywatch import (
     Condition,
     ContainerState,

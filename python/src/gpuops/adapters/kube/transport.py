@@ -4,7 +4,7 @@ HTTP too, for a kubeconfig whose server is ``http://``, as ``kubectl proxy`` ser
 The official client's request path (model serialisation, urllib3 pool, response wrapping)
 costs CPU per call and its import costs more than a small cluster's whole LIST; gpuops
 sends plain paths and reads raw bytes, so it needs only this: one TLS context built from
-:class:`~gpuops.adapters.kubecreds.Credentials` (CA, client certificate, server name,
+:class:`~gpuops.adapters.kube.creds.Credentials` (CA, client certificate, server name,
 verification), a small pool of keep-alive connections that threads share (the node and pod
 LISTs run side by side), the bearer token asked for on every request (so exec-plugin and
 service-account tokens refresh), connection retries like the official client's
@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
-from gpuops.adapters.kubecreds import Credentials
+from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
 CONNECT_TIMEOUT_S = 5.0

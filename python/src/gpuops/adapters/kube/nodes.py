@@ -1,6 +1,6 @@
 """Kubernetes node operations for ``gpuops nodes``: cordon and uncordon (with ownership),
 the pods on a node, eviction, labels and taints. Built on :meth:`KubeClient.request` (single
-calls; the LIST hot path stays in :mod:`gpuops.adapters.kube`).
+calls; the LIST hot path is :mod:`.pager`).
 
 Ownership: a node gpuops cordons carries the annotation :data:`CORDONED_BY`; only such a node
 is uncordoned by gpuops, so a node an administrator cordoned stays cordoned, also after a
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from gpuops.adapters.kube import Conflict, KubeClient, NotFound
-from gpuops.adapters.kubedecode import pod_from_api
+from gpuops.adapters.kube.client import Conflict, KubeClient, NotFound
+from gpuops.adapters.kube.decode import pod_from_api
 from gpuops.core.kubemodel import Taint
 from gpuops.core.nodelabels import OWNED, NodeChange
 from gpuops.errors import OperationFailed
