@@ -12,6 +12,8 @@ import pytest
 
 from gpuops.core import gpuhealth, gpuparse, xid
 from gpuops.core.gpuhealth import CRITICAL, OK, WARNING, Thresholds
+from gpuops.core.gpuhealth import gpu as gpuhealth_gpu
+from gpuops.core.gpuhealth import host as gpuhealth_host
 from gpuops.errors import InvalidInput
 from gpuops_lab import gpus, nvsmi
 from gpuops_lab.hoststate import xid_line
@@ -275,3 +277,44 @@ def test_the_script_reports_a_mount_that_does_not_exist(tmp_path: Path) -> None:
     section = gpuparse.split_sections(done.stdout).get("disk")
     assert [d["mount"] for d in gpuparse.parse_disk(section)] == ["/"]
     assert f"@@unchecked missing {tmp_path / 'no such mount'}" in section.lines
+
+
+def test_each_check_is_a_small_function_returning_its_findings() -> None:
+    """The GPU and host checks of the package (core/gpuhealth/gpu.py, host.py) each return
+    findings; a card with a fan, retired pages and a pending retirement (no lab GPU has a fan
+    or retires pages) shows the checks the lab does not reach."""
+    t = Thresholds()
+    quiet = gpuhealth_gpu.Card({"index": 0}, {"inactive": [], "errors": {}}, [])
+    assert all(check(quiet, t) == [] for check in gpuhealth_gpu.GPU_CHECKS)
+    worn = gpuhealth_gpu.Card(
+        {
+            "index": 3,
+            "fan.speed": 97,
+            "retired_pages.double_bit.count": 2,
+            "retired_pages.pending": True,
+        },
+        {"inactive": [], "errors": {}},
+        [],
+    )
+    readings, found = gpuhealth_gpu.check_gpu(worn, t)
+    assert [(f.check, f.severity, f.gpu, f.value, f.limit) for f in found] == [
+        ("retired-pages", WARNING, 3, 2, 0),
+        ("retired-pages-pending", WARNING, 3, True, False),
+        ("fan", WARNING, 3, 97, 95),
+    ]
+    assert found[2].message == "GPU 3: fan at 97%"
+    assert readings["worst"] == WARNING
+    assert readings["findings"] == ["fan", "retired-pages", "retired-pages-pending"]
+    h = evaluate(output(gpus.host_state(A100)))
+    seen = gpuhealth_host.Inspection(0, None, "", [], [], 0, [], h.nics, h.disks, [])
+    assert all(check(seen, t) == [] for check in gpuhealth_host.HOST_CHECKS)
+
+
+def test_one_severity_ranking() -> None:
+    assert gpuhealth.RANK == {OK: 0, WARNING: 1, CRITICAL: 2}
+    assert gpuhealth.worst([]) == OK
+    assert gpuhealth.worst([WARNING, OK]) == WARNING
+    assert gpuhealth.worst([OK, CRITICAL, WARNING]) == CRITICAL
+    package = Path(gpuhealth.__file__).parent
+    ranked = [p.name for p in sorted(package.glob("*.py")) if "RANK = " in p.read_text()]
+    assert ranked == ["model.py"]

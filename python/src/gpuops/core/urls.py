@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from gpuops.core.values import shown, userinfo_spans, without_userinfo
+from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
-from gpuops.logs import remember_secret
+from gpuops.logs import remember_secret, userinfo_spans, without_userinfo
 
 __all__ = [
     "parse_http",
@@ -32,7 +32,7 @@ def shown_url(url: str, limit: int = 120) -> str:
 
 
 def userinfo_of(url: str) -> str | None:
-    """``url``'s ``user:password`` part by the one rule of :func:`gpuops.core.values.userinfo_spans`
+    """``url``'s ``user:password`` part by the one rule of :func:`gpuops.logs.userinfo_spans`
     (everything between ``scheme://`` and the last ``@`` before a blank), or None."""
     text = url.strip()
     spans = userinfo_spans(text) if "@" in text else []

@@ -7,50 +7,8 @@ import json
 import re
 from typing import Any
 
-#: A blank: where a URL in a text ends.
-_BLANK = re.compile(r"\s")
-_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
-
-
-def _scheme_start(text: str, colon: int, floor: int) -> int | None:
-    """Where the scheme ending at ``text[colon:colon + 3] == "://"`` begins (a letter at a
-    word boundary, then letters, digits, ``+ . -``), not before ``floor``; None if none."""
-    first = colon
-    while first > floor and text[first - 1] in _SCHEME_CHARS:
-        first -= 1
-    for k in range(first, colon):
-        before = text[k - 1] if k > 0 else " "
-        if text[k].isascii() and text[k].isalpha() and not (before.isalnum() or before == "_"):
-            return k
-    return None
-
-
-def userinfo_spans(text: str) -> list[tuple[int, int, int]]:
-    """Each URL's userinfo in ``text``: (scheme start, userinfo start, index of its ``@``).
-
-    The one userinfo rule of gpuops (:mod:`gpuops.core.urls` finds a URL's password with it
-    too): the userinfo is everything between ``scheme://`` and the LAST ``@`` before a blank.
-    A password may hold an unencoded ``/``, ``?``, ``#`` or ``@`` (``https://u:pa/ss@h/``);
-    for a message hiding too much (a path with an ``@`` in it) is the right error. Linear in
-    the length of ``text`` (an input can be a megabyte)."""
-    spans: list[tuple[int, int, int]] = []
-    pos = 0
-    while (colon := text.find("://", pos)) >= 0:
-        scheme = _scheme_start(text, colon, pos)
-        if scheme is None:
-            pos = colon + 3
-            continue
-        begin = colon + 3
-        blank = _BLANK.search(text, begin)
-        end = blank.start() if blank else len(text)
-        at = text.rfind("@", begin, end)
-        if at < 0:
-            pos = end  # no "@" in the rest of this word: no later URL in it has userinfo
-            continue
-        spans.append((scheme, begin, at))
-        pos = at + 1
-    return spans
-
+# URLs' userinfo rule is the redaction's (gpuops.logs, which imports nothing of ours)
+from gpuops.logs import without_userinfo
 
 _KINDS: tuple[tuple[type, str], ...] = (
     (bool, "boolean"),
@@ -102,17 +60,6 @@ def yaml_problem(exc: BaseException) -> str:
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or "invalid YAML"
     problem = _QUOTED.sub("(not shown)", str(problem))
     return where + (problem if len(problem) <= 120 else problem[:117] + "...")
-
-
-def without_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` of every URL in it removed."""
-    if "@" not in text:
-        return text
-    pieces, pos = [], 0
-    for _scheme, begin, at in userinfo_spans(text):
-        pieces.append(text[pos:begin])
-        pos = at + 1
-    return "".join(pieces) + text[pos:]
 
 
 def shown(value: Any, limit: int = 60) -> str:

@@ -1,12 +1,117 @@
-"""Text renderings of releases, histories and statuses, for a terminal and a build log."""
+"""Text renderings of releases, histories and statuses, for a terminal and a build log.
+
+Render imports only the core: each renderer names what it reads of a use case's result as a
+:class:`~typing.Protocol` below (the release use cases' results have these attributes)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
+from gpuops.core.deploywatch import Problem
+from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import Release
-from gpuops.usecases.releases.model import ReleaseOutcome
-from gpuops.usecases.releases.status import HistoryOutcome, StatusOutcome
+
+
+class _Wanted(Protocol):
+    @property
+    def tag(self) -> str | None: ...
+    @property
+    def digest(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+
+
+class _Gate(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def message(self) -> str: ...
+
+
+class _Watch(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def problem(self) -> Problem | None: ...
+
+
+class ReleaseShown(Protocol):
+    """What :func:`release_text` reads of a promote or rollback result."""
+
+    @property
+    def env(self) -> Environment: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def wanted(self) -> _Wanted | None: ...
+    @property
+    def current(self) -> Release | None: ...
+    @property
+    def record(self) -> Release | None: ...
+    @property
+    def gates(self) -> Sequence[_Gate]: ...
+    @property
+    def approval(self) -> Mapping[str, Any]: ...
+    @property
+    def lock(self) -> Mapping[str, Any]: ...
+    @property
+    def rollout(self) -> _Watch | None: ...
+    @property
+    def restore(self) -> _Watch | None: ...
+    @property
+    def explanation(self) -> Mapping[str, Any] | None: ...
+    @property
+    def reconciled(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
+
+
+class HistoryShown(Protocol):
+    """What :func:`history_table` reads of a history result."""
+
+    @property
+    def env(self) -> Environment: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def records(self) -> Sequence[Release]: ...  # newest first
+    @property
+    def current(self) -> Release | None: ...
+    @property
+    def previous(self) -> Release | None: ...
+    @property
+    def choices(self) -> Sequence[Release]: ...
+    @property
+    def open(self) -> Mapping[int, str]: ...
+
+
+class StatusShown(Protocol):
+    """What :func:`status_text` reads of a status result."""
+
+    @property
+    def env(self) -> Environment: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def current(self) -> Release | None: ...
+    @property
+    def deployments(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def locks(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def open(self) -> Mapping[int, str]: ...
+    @property
+    def registry_tag(self) -> Mapping[str, Any] | None: ...
+
 
 _STATE_WORDS = {
     "planned": "dry run: every gate passed; nothing was changed",
@@ -23,7 +128,7 @@ def _short(digest: str | None) -> str:
     return (digest or "-").removeprefix("sha256:")[:12]
 
 
-def release_text(out: ReleaseOutcome) -> str:
+def release_text(out: ReleaseShown) -> str:
     e = out.env
     lines = [f"{out.action} to {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server})"]
     if out.wanted is not None:
@@ -64,7 +169,7 @@ def release_text(out: ReleaseOutcome) -> str:
     return "\n".join(lines)
 
 
-def _explanation(doc: dict[str, Any]) -> list[str]:
+def _explanation(doc: Mapping[str, Any]) -> list[str]:
     lines = [f"  why:      {doc.get('summary', '')}"]
     said = doc.get("event_message")
     if said:
@@ -91,7 +196,7 @@ def _row(r: Release, current: int | None) -> str:
     )
 
 
-def history_table(out: HistoryOutcome) -> str:
+def history_table(out: HistoryShown) -> str:
     e = out.env
     lines = [
         f"releases of {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server}), "
@@ -111,7 +216,7 @@ def history_table(out: HistoryOutcome) -> str:
     return "\n".join(lines)
 
 
-def status_text(out: StatusOutcome) -> str:
+def status_text(out: StatusShown) -> str:
     e = out.env
     now = out.current.label if out.current else "no gpuops release"
     lines = [f"{e.name} ({e.namespace} on {out.server}) runs {now}"]
