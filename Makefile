@@ -20,8 +20,8 @@ setup:
 lint: lint-python lint-groovy lint-ansible
 
 lint-python:
-	$(VENV)/bin/ruff check --config python/pyproject.toml python/src lab/src tests/python bench scripts/step-docs.py ansible
-	$(VENV)/bin/ruff format --check --config python/pyproject.toml python/src lab/src tests/python bench scripts/step-docs.py ansible
+	$(VENV)/bin/ruff check --config python/pyproject.toml python/src lab/src lab/tests tests/python bench scripts/step-docs.py ansible
+	$(VENV)/bin/ruff format --check --config python/pyproject.toml python/src lab/src lab/tests tests/python bench scripts/step-docs.py ansible
 	cd python && ../$(VENV)/bin/mypy
 
 lint-ansible:

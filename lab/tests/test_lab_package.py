@@ -10,7 +10,7 @@ import gpuops_lab
 from gpuops.errors import InvalidInput
 from gpuops_lab import kube
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]  # lab/tests -> the checkout
 
 
 def test_the_lab_knows_the_kubernetes_version_its_go_module_builds() -> None:
