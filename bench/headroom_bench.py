@@ -11,6 +11,8 @@ round-robin in the same run, each ``--repeat`` times:
   gpuops      ``gpuops --output json headroom check --gpus-per-pod 4 --pods 2`` end to end
   kubectl+py  ``kubectl get nodes,pods -A -o json | python bench/kubectl_sums.py``
   kva         ``kubectl-view-allocations -r nvidia.com/gpu -o csv`` (if installed)
+  start-*     gpuops's fixed start, no cluster: ``gpuops --version`` and
+              ``gpuops headroom check --help`` (the command's imports), and ``python -c pass``
 
 and prints median / min seconds, ratios and peak RSS, the targets and whether they were met.
 With ``--curve 500,2000,5000`` it grows one lab through those node counts (10 pods each) and
@@ -44,8 +46,9 @@ from urllib.parse import urlencode
 
 import yaml
 
-from gpuops.adapters import kubeproto
+import gpuops
 from gpuops.adapters.kube import BOUND_PODS, LIST_ACCEPT, PAGE_SIZE
+from gpuops.adapters.kube import proto as kubeproto
 from gpuops_lab import kube as labkube
 
 HERE = Path(__file__).resolve().parent
@@ -63,6 +66,16 @@ NAMESPACES = tuple(f"bench-{t}" for t in ("train", "infer", "batch", "research",
 #: GPU pod sizes and how often each occurs (inference pods are mostly small).
 SIZES, SIZE_WEIGHTS = (1, 2, 4, 8), (0.45, 0.30, 0.15, 0.10)
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
+#: Rows ``--skip`` may leave out (``start-help`` also leaves out its ``@NAME`` rows).
+SKIPPABLE = (
+    "kubectl+py",
+    "kva",
+    "floor-json",
+    "floor-paged",
+    "start-version",
+    "start-help",
+    "python -c pass",
+)
 
 
 def _head_token(path: str, head: bytes) -> str:
@@ -444,6 +457,19 @@ class Bench:
             self.last_gpuops = result
         return Sample(dt, rss, str(result.get("verdict", "")))
 
+    def start(self, args: Sequence[str], source: str | None = None) -> Sample:
+        """A gpuops call that contacts no cluster (``--version``, ``headroom check --help``):
+        the fixed start, apart from the LISTs; ``args`` empty: ``python -c pass``."""
+        env = {**self.env, "PYTHONPATH": source} if source else self.env
+        argv = [str(VENV_BIN / "gpuops"), *args] if args else [sys.executable, "-c", "pass"]
+        t0 = time.perf_counter()
+        p = spawn(argv, self.tmp / "rss.start", stdout=subprocess.DEVNULL, env=env)
+        rc, rss = wait_child(p, self.tmp / "rss.start")
+        dt = time.perf_counter() - t0
+        if rc != 0:
+            sys.exit(f"{' '.join(argv)} exited {rc}")
+        return Sample(dt, rss, " ".join(argv[1:]) if args else "the interpreter alone")
+
     def kubectl_script(self) -> Sample:
         out = self.tmp / "script.out"
         with out.open("wb") as o:
@@ -540,7 +566,10 @@ def targets(
     ours = rows["gpuops"]["median_s"]
     kva = rows.get("kva", {}).get("median_s")
     return [
-        {"target": "gpuops <= kubectl+py", "met": ours <= rows["kubectl+py"]["median_s"]},
+        {
+            "target": "gpuops <= kubectl+py",
+            "met": ours <= rows["kubectl+py"]["median_s"] if "kubectl+py" in rows else None,
+        },
         {
             "target": f"gpuops <= {args.max_x_kva}x kubectl-view-allocations",
             "met": ours <= args.max_x_kva * kva if kva else None,
@@ -628,6 +657,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help="also time the floor's LISTs in pages of N (for information; 0: not)",
     )
+    ap.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=SKIPPABLE,
+        help="leave this row out of the run (repeatable; e.g. for many quick rounds of floor "
+        "and gpuops); its target and the cross-check are then reported as skipped",
+    )
     ap.add_argument("--max-x-floor", type=float, default=1.2)
     ap.add_argument("--max-x-kva", type=float, default=0.75)
     ap.add_argument("--max-rss-mib", type=float, default=100.0)
@@ -697,8 +734,20 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
         for name, source in args.also:
             approaches[f"gpuops@{name}"] = partial(b.gpuops, source)
         approaches["floor-json"] = partial(b.floor, PAGE_SIZE, "application/json")
+        approaches["start-version"] = partial(b.start, ["--version"])
+        approaches["start-help"] = partial(b.start, ["headroom", "check", "--help"])
+        approaches["python -c pass"] = partial(b.start, [])
+        for name, source in args.also:
+            approaches[f"start-help@{name}"] = partial(
+                b.start, ["headroom", "check", "--help"], source
+            )
         if args.paged_floor and args.paged_floor != PAGE_SIZE:
             approaches["floor-paged"] = partial(b.floor, args.paged_floor)
+        for name in args.skip:  # a quick A/B run of the rows that remain, many rounds
+            print(f"{name} skipped (--skip)")
+            approaches = {
+                k: v for k, v in approaches.items() if k != name and k.split("@")[0] != name
+            }
         samples: dict[str, list[Sample]] = {n: [] for n in [*approaches, "floor-walk"]}
         internal: list[dict[str, float]] = []
         for rnd in range(args.warmup + args.repeat):
@@ -716,7 +765,7 @@ def measure(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str
         return Run(
             samples,
             internal,
-            cross_check(b.last_gpuops, b.last_script),
+            cross_check(b.last_gpuops, b.last_script) if "kubectl+py" in approaches else [],
             b.pages,
             b.bytes,
             int(b.last_gpuops.get("nodes_total") or 0),
@@ -746,10 +795,41 @@ class Point:
             "setup_s": self.setup_s,
             "results": self.rows,
             "gpuops_internal_s": self.run.internal,
+            "start": start_summary(self.run, self.rows),
             "targets": self.goals,
             "cross_check_problems": self.run.problems,
             "loadavg": {"start": self.load[0], "end": self.load[1]},
         }
+
+
+def start_summary(run: Run, rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """gpuops's fixed start in this run: per round, its wall time less its own work (the
+    ``timings_s.total`` it reports: connect, LISTs, compute), and the start-* rows."""
+    walls = [s.seconds for s in run.samples["gpuops"]]
+    fixed = [w - float(t.get("total", 0)) for w, t in zip(walls, run.internal, strict=True)]
+    floor = rows["floor"]["median_s"]
+    out: dict[str, Any] = {
+        "rounds": len(walls),
+        "gpuops_less_own_work_s": round(statistics.median(fixed), 3),
+        "own_work_s": round(statistics.median(float(t.get("total", 0)) for t in run.internal), 3),
+    }
+    for row in ("python -c pass", "start-version", "start-help"):
+        if row in rows:
+            out[row] = rows[row]["median_s"]
+    out["x_floor"] = {k: round(v / floor, 2) for k, v in out.items() if k != "rounds"}
+    return out
+
+
+def render_start(start: Mapping[str, Any]) -> str:
+    x = start["x_floor"]
+    return (
+        f"start (medians of {start['rounds']} rounds; x floor): gpuops less its own work "
+        f"{start['gpuops_less_own_work_s']:.3f} s ({x['gpuops_less_own_work_s']:.2f}), its own "
+        f"work {start['own_work_s']:.3f} s ({x['own_work_s']:.2f}); python -c pass "
+        f"{start.get('python -c pass', 0):.3f} s, gpuops --version "
+        f"{start.get('start-version', 0):.3f} s, gpuops headroom check --help "
+        f"{start.get('start-help', 0):.3f} s ({x.get('start-help', 0):.2f})"
+    )
 
 
 def measure_point(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_why: str) -> Point:
@@ -762,8 +842,9 @@ def measure_point(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_wh
         for k in ("list_nodes", "list_pods", "compute", "total")
     )
     print()
+    bound = run.pods_bound if "kubectl+py" in rows else "(kubectl+py skipped: not counted)"
     print(
-        f"cluster: {run.nodes_total} nodes, {run.pods_bound} bound pods (lab {c.lab_dir}); "
+        f"cluster: {run.nodes_total} nodes, {bound} bound pods (lab {c.lab_dir}); "
         f"{run.pages} LIST pages of {PAGE_SIZE}, {run.bytes / 2**20:.1f} MiB"
     )
     print(f"gpuops's own timings (median): {inner}")
@@ -772,8 +853,11 @@ def measure_point(c: Cluster, args: argparse.Namespace, kva: Path | None, kva_wh
         f"({os.cpu_count()} CPUs)"
     )
     print(render(rows, point.goals))
+    print(render_start(start_summary(run, rows)))
     if run.problems:
         print("CROSS-CHECK FAILED (gpuops vs kubectl+py):\n  " + "\n  ".join(run.problems))
+    elif "kubectl+py" not in rows:
+        print("cross-check skipped: no kubectl+py row in this run (--skip)")
     else:
         print("cross-check: gpuops and kubectl+py agree on allocatable/requested/free per class")
     print(flush=True)
@@ -809,8 +893,18 @@ def render_curve(points: Sequence[Point]) -> str:
     return "\n".join(lines)
 
 
+def compile_sources(args: argparse.Namespace) -> None:
+    """Byte-compile every gpuops that a row runs (this one and ``--also``'s): with
+    PYTHONDONTWRITEBYTECODE set, a missing or stale ``.pyc`` would be compiled again in every
+    run and counted as start-up (as an installed wheel's never is)."""
+    dirs = [str(Path(gpuops.__file__).resolve().parent), *(source for _, source in args.also)]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=False)
+    print(f"byte-compiled {', '.join(dirs)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    compile_sources(args)
     kva, kva_why = find_kva(args.kva)
     t_start = time.monotonic()
     sizes = [(n, n * args.pods_per_node) for n in args.curve] if args.curve else None

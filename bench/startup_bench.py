@@ -7,6 +7,7 @@ Times, interleaved round-robin in one run (one untimed warm-up round, then ``--r
   gpuops --version            the runner's version check (text form)
   gpuops --output json --version
   gpuops --help
+  gpuops headroom check --help   a command's own imports (issue 17: headroom check's start)
   ansible --version           the baseline: ansible-core's own CLI start, same interpreter
   python -c pass              the floor: the interpreter alone
 
@@ -36,6 +37,7 @@ def commands() -> dict[str, list[str]]:
         "gpuops --version": [gpuops, "--version"],
         "gpuops --output json --version": [gpuops, "--output", "json", "--version"],
         "gpuops --help": [gpuops, "--help"],
+        "gpuops headroom check --help": [gpuops, "headroom", "check", "--help"],
         "ansible --version": [ansible, "--version"],
         "python -c pass": [sys.executable, "-c", "pass"],
     }

@@ -23,6 +23,9 @@ reading.
 
 An output folder is checked when it is named (:class:`OutDir`) and created only when the first
 file is written into it, so a command that refuses its input leaves nothing behind.
+
+One module on purpose: it is the one writer, and the convention test
+(``tests/python/unit/test_fsio.py``) allows writes in this module only.
 """
 
 from __future__ import annotations
@@ -31,18 +34,15 @@ import contextlib
 import errno
 import json
 import os
-import secrets as _random
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput, OperationFailed
-from gpuops.logs import redact, secret_values
+from gpuops.logs import redact, redactor, secret_values
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -72,21 +72,24 @@ def redact_text(text: str) -> str:
     return redact(text, secret_values())
 
 
-def redact_doc(doc: Any) -> Any:
-    """A copy of a JSON-like structure with every string (keys too) redacted."""
+def redact_doc(doc: Any, text: Callable[[str], str] | None = None) -> Any:
+    """A copy of a JSON-like structure with every string (keys too) redacted (by ``text``,
+    else with the secrets known now, worked out once for the whole structure)."""
+    one = text or redactor(secret_values())
     if isinstance(doc, str):
-        return redact_text(doc)
+        return one(doc)
     if isinstance(doc, dict):
-        return {redact_doc(k): redact_doc(v) for k, v in doc.items()}
+        return {redact_doc(k, one): redact_doc(v, one) for k, v in doc.items()}
     if isinstance(doc, list | tuple):
-        return [redact_doc(v) for v in doc]
+        return [redact_doc(v, one) for v in doc]
     return doc
 
 
 def dumps(doc: Any) -> str:
     """The JSON text gpuops writes for ``doc`` (sorted keys, indented, newline), redacted."""
-    text = json.dumps(redact_doc(doc), indent=2, sort_keys=True, default=str) + "\n"
-    return redact_text(text)  # values that ``default=str`` turned into text
+    one = redactor(secret_values())
+    text = json.dumps(redact_doc(doc, one), indent=2, sort_keys=True, default=str) + "\n"
+    return one(text)  # values that ``default=str`` turned into text
 
 
 # -- names --------------------------------------------------------------------------------------
@@ -238,7 +241,7 @@ class OutDir:
         """``data`` as the file ``name``: a unique temporary file in this folder, then a rename
         over ``name`` (a link there is replaced, not followed)."""
         target = _name(name)
-        tmp = f".{target}.{_random.token_hex(6)}.tmp"  # TEMP_NAME_EXTRA more than the name
+        tmp = f".{target}.{os.urandom(6).hex()}.tmp"  # TEMP_NAME_EXTRA more than the name
         path = self.path / target
         try:
             fd = os.open(tmp, _NEW_FLAGS, mode, dir_fd=self.fd)
@@ -385,6 +388,9 @@ def write_json_file(
 @contextlib.contextmanager
 def private_tempdir(prefix: str) -> Iterator[OutDir]:
     """A fresh folder only gpuops can read (``mkdtemp``: 0700, unique), removed afterwards."""
+    import shutil  # noqa: PLC0415 - with tempfile, not needed by most commands' start
+    import tempfile  # noqa: PLC0415
+
     top = tempfile.mkdtemp(prefix=prefix)
     folder = OutDir._opened(Path(top), "tempdir", os.open(top, _DIR_FLAGS), private=True)
     try:

@@ -1,4 +1,6 @@
-"""Logging set-up for the CLI, and the redaction that keeps secrets out of every log line."""
+"""Logging set-up for the CLI, and the redaction that keeps secrets out of every log line
+(a secret's value, a URL's ``user:password@``). A foundation: it imports nothing of ours, so
+every layer, the core included, may use it."""
 
 from __future__ import annotations
 
@@ -7,8 +9,64 @@ import json
 import logging
 import os
 import re
+import time
+from collections.abc import Callable
 
-from gpuops.core.values import without_userinfo
+#: A blank: where a URL in a text ends.
+_BLANK = re.compile(r"\s")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _scheme_start(text: str, colon: int, floor: int) -> int | None:
+    """Where the scheme ending at ``text[colon:colon + 3] == "://"`` begins (a letter at a
+    word boundary, then letters, digits, ``+ . -``), not before ``floor``; None if none."""
+    first = colon
+    while first > floor and text[first - 1] in _SCHEME_CHARS:
+        first -= 1
+    for k in range(first, colon):
+        before = text[k - 1] if k > 0 else " "
+        if text[k].isascii() and text[k].isalpha() and not (before.isalnum() or before == "_"):
+            return k
+    return None
+
+
+def userinfo_spans(text: str) -> list[tuple[int, int, int]]:
+    """Each URL's userinfo in ``text``: (scheme start, userinfo start, index of its ``@``).
+
+    The one userinfo rule of gpuops (:mod:`gpuops.core.urls` finds a URL's password with it
+    too): the userinfo is everything between ``scheme://`` and the LAST ``@`` before a blank.
+    A password may hold an unencoded ``/``, ``?``, ``#`` or ``@`` (``https://u:pa/ss@h/``);
+    for a message hiding too much (a path with an ``@`` in it) is the right error. Linear in
+    the length of ``text`` (an input can be a megabyte)."""
+    spans: list[tuple[int, int, int]] = []
+    pos = 0
+    while (colon := text.find("://", pos)) >= 0:
+        scheme = _scheme_start(text, colon, pos)
+        if scheme is None:
+            pos = colon + 3
+            continue
+        begin = colon + 3
+        blank = _BLANK.search(text, begin)
+        end = blank.start() if blank else len(text)
+        at = text.rfind("@", begin, end)
+        if at < 0:
+            pos = end  # no "@" in the rest of this word: no later URL in it has userinfo
+            continue
+        spans.append((scheme, begin, at))
+        pos = at + 1
+    return spans
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it removed."""
+    if "@" not in text:
+        return text
+    pieces, pos = [], 0
+    for _scheme, begin, at in userinfo_spans(text):
+        pieces.append(text[pos:begin])
+        pos = at + 1
+    return "".join(pieces) + text[pos:]
+
 
 #: Environment variables whose values are secrets wherever they appear.
 SECRET_ENV = re.compile(r"(PASSWORD|PASSWD|TOKEN|SECRET|_KEY$|APIKEY|WEBHOOK_URL)", re.IGNORECASE)
@@ -71,17 +129,35 @@ def forms(value: str) -> set[str]:
 def redact(text: str, secrets: list[str]) -> str:
     """``text`` with every secret of ``secrets``, in every :func:`forms` it takes, replaced by
     ``****`` (the longest first: a secret inside another goes with it)."""
+    return redactor(secrets)(text)
+
+
+def redactor(secrets: list[str]) -> Callable[[str], str]:
+    """:func:`redact` with ``secrets`` for many texts: their forms are worked out once (a
+    result document has hundreds of strings)."""
     every = {form for value in secrets if value for form in forms(value)}
-    for form in sorted(every, key=len, reverse=True):
-        if form in text:
-            text = text.replace(form, "****")
-    return text
+    ordered = sorted(every, key=len, reverse=True)  # the longest first
+
+    def one(text: str) -> str:
+        for form in ordered:
+            if form in text:
+                text = text.replace(form, "****")
+        return text
+
+    return one
 
 
 def redacted(line: str) -> str:
     """A line for stderr, redacted with the secrets known NOW (a password read after a
     command began counts too) and every URL without its ``user:password@``."""
     return redact(without_userinfo(line), secret_values())
+
+
+def progress_line(line: str) -> str:
+    """A progress line as gpuops prints it to stderr during a long operation: the UTC time
+    (RFC 3339 to the second, as ``kubectl logs --timestamps`` and the lines of progress.log
+    have it), a space, then the line, :func:`redacted`."""
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {redacted(line)}"
 
 
 class RedactingFilter(logging.Filter):
@@ -101,10 +177,18 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def configure_logging(debug: bool) -> None:
-    """gpuops' own log lines go to stderr, redacted. Libraries that log through the root
-    logger (the Kubernetes client logs a failing kubeconfig exec plugin's error text with
-    ``logging.error``) are not shown: without a handler there, Python would print them."""
+def log_level(debug: bool, verbose: int = 0) -> int:
+    """The level of gpuops' log lines: warnings; ``-v`` info; ``-vv`` or ``--debug`` debug."""
+    if debug or verbose >= 2:  # -vv
+        return logging.DEBUG
+    return logging.INFO if verbose else logging.WARNING
+
+
+def configure_logging(debug: bool, verbose: int = 0) -> None:
+    """gpuops' own log lines go to stderr, redacted, at :func:`log_level`. Libraries that log
+    through the root logger (the Kubernetes client logs a failing kubeconfig exec plugin's
+    error text with ``logging.error``) are not shown: without a handler there, Python would
+    print them."""
     top = logging.getLogger()
     if not top.handlers:
         top.addHandler(logging.NullHandler())
@@ -113,5 +197,5 @@ def configure_logging(debug: bool) -> None:
     handler.addFilter(RedactingFilter(secret_values()))
     root = logging.getLogger("gpuops")
     root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    root.setLevel(log_level(debug, verbose))
     root.propagate = False

@@ -1,7 +1,8 @@
 """The shape the product keeps: a cheap start, one declaration per parameter, strict types.
 
 - ``gpuops --version``, ``--help`` and ``describe`` import no Kubernetes, Docker, Ansible,
-  Jenkins or report library (the Groovy runner's version check runs before every step);
+  Jenkins or report library (the Groovy runner's version check runs before every step), nor
+  does ``headroom check`` load what its start does not need (bench/headroom_bench.py times it);
 - every option of every command (the lab's too) has a gpuops type (so the params file is checked
   against its JSON kinds), and the Jenkins library's copy of ``gpuops describe`` and the
   steps' help pages are what the CLI says (``scripts/step-docs.py --check``).
@@ -10,6 +11,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +54,66 @@ def test_start_imports_no_heavy_library(argv: list[str]) -> None:
     assert out[0] == "0"
     loaded = set(json.loads(out[1].replace("'", '"')))
     assert not loaded & HEAVY, f"{argv} imported {sorted(loaded & HEAVY)}"
+
+
+#: Not needed to start ``headroom check``: the entry-point scan (a product command is found
+#: in COMMANDS), protobuf (loaded while the API server prepares the first LIST page),
+#: urllib.request (only to post a webhook), secrets/tempfile (only to write files).
+NOT_AT_CHECK_START = {
+    "importlib.metadata",
+    "google.protobuf",
+    "urllib.request",
+    "secrets",
+    "tempfile",
+}
+
+
+def _loaded_by(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    """Exit code of ``gpuops ARGV`` in a fresh interpreter, and every module it loaded."""
+    code = (
+        "import sys, io, contextlib\n"
+        "from gpuops.cli.main import run\n"
+        "quiet = io.StringIO()\n"
+        "with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):\n"
+        f"    rc = run({argv!r})\n"
+        "print(rc, ' '.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split(" ")
+    return int(out[0]), set(out[1:])
+
+
+def test_headroom_check_start_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """The command's own imports (``--help``) and a check that reaches for a cluster (none
+    listens: exit 4) load no heavy library and nothing of :data:`NOT_AT_CHECK_START`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nobody answers there
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t0ken-for-tests"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    check = ["headroom", "check", "--gpus-per-pod", "1"]
+    for argv, expected in ((["headroom", "check", "--help"], 0), (check, 4)):
+        rc, loaded = _loaded_by(argv, env)
+        assert rc == expected, argv
+        heavy = {m for m in loaded if m.split(".")[0] in HEAVY}
+        if argv == check:
+            heavy -= {m for m in loaded if m.split(".")[0] == "yaml"}  # the kubeconfig's
+        assert not heavy, f"{argv} imported {sorted(heavy)}"
+        needless = {m for m in loaded if m in NOT_AT_CHECK_START or m.startswith("google.")}
+        assert not needless, f"{argv} imported {sorted(needless)}"
 
 
 def _leaf_commands() -> list[tuple[str, click.Command]]:

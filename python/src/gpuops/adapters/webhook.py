@@ -11,8 +11,6 @@ import http.client
 import json
 import logging
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +73,9 @@ def post(env_name: str, payload: Mapping[str, Any]) -> Delivery:
         return Delivery("failed", f"${env_name} is not an http(s) URL")
     if url is None:
         return Delivery("not-configured", f"${env_name} is not set")
+    import urllib.error  # noqa: PLC0415 - urllib.request is heavy: only when posting
+    import urllib.request  # noqa: PLC0415
+
     body = json.dumps(payload, sort_keys=True, default=str).encode()
     req = urllib.request.Request(  # noqa: S310 - scheme checked in webhook_url
         url, data=body, method="POST", headers={"Content-Type": "application/json"}
