@@ -81,9 +81,10 @@ def parameter_lines(command: dict[str, Any]) -> list[str]:
     lines = []
     for option in command["options"]:
         when = "required" if option["required"] else f"default {groovy_literal(option['default'])}"
+        old = ", ".join(step_name(a) for a in option.get("aliases", []))
         lines.append(
             f"- {step_name(option['name'])} ({type_text(option)}, {when}): {option['help']}"
-            f" [CLI {option['flag']}]"
+            f" [CLI {option['flag']}]" + (f" (old name, still taken: {old})" if old else "")
         )
     return lines
 

@@ -65,20 +65,14 @@ Map call(Map config = [:]) {
     return outcome(stepName, cfg.allowCategories, status, files)
 }
 
-// Archives the command's HTML report and, where the HTML Publisher plugin is installed,
-// publishes it on the build page; the report is there also when the command said no.
+// Archives the command's HTML report folder and publishes the page (Reports.publish, where
+// the HTML Publisher plugin is installed); the report is there also when the command said no.
 void keepReport(String stepName, Map report) {
     if (!fileExists("${report.dir}/${report.page}")) {
         return
     }
     archiveArtifacts(artifacts: "${report.dir}/**".toString(), allowEmptyArchive: true, fingerprint: false)
-    try {
-        publishHTML(target: [reportDir: report.dir, reportFiles: report.page, reportName: report.title,
-                             keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
-    } catch (NoSuchMethodError e) {
-        echo("[${stepName}] ${report.title}: archived as ${report.dir}/${report.page} " +
-             '(install the HTML Publisher plugin to see it on the build page)')
-    }
+    Reports.publish(this, stepName, report)
 }
 
 // Fails unless the CLI is there and reports exactly this library's version.

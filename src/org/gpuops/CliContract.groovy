@@ -79,7 +79,7 @@ class CliContract implements Serializable {
     /** Parameters as the JSON object the CLI reads from GPUOPS_PARAMS_FILE. */
     @NonCPS
     static String paramsJson(Map params) {
-        return JsonOutput.prettyPrint(JsonOutput.toJson(plain(params ?: [:])))
+        return JsonOutput.prettyPrint(JsonOutput.toJson(jsonValue('params', params ?: [:])))
     }
 
     /** Parses a JSON document into plain (serializable) maps and lists; throws naming what was parsed. */
@@ -148,21 +148,41 @@ class CliContract implements Serializable {
         return text
     }
 
-    /** Turns GStrings and other CharSequences into Strings so the JSON is plain. */
+    /**
+     * The value of parameter `name` as plain JSON: Maps (String keys), Lists, Strings (GStrings
+     * become Strings), numbers, booleans and, where `nulls` (a step's own Map parameters), null.
+     * Throws IllegalArgumentException naming the parameter for what JSON cannot carry (NaN,
+     * Infinity, any other object) and, unless `nulls`, for a null (a CLI parameter's value).
+     */
     @NonCPS
-    static Object plain(Object value) {
+    static Object jsonValue(String name, Object value, boolean nulls = true) {
+        if (value == null && nulls) {
+            return null
+        }
         if (value instanceof Map) {
             Map copy = [:]
-            value.each { k, v -> copy.put(k.toString(), plain(v)) }
+            value.each { k, v -> copy.put(k.toString(), jsonValue(name, v, nulls)) }
             return copy
         }
         if (value instanceof Collection || value instanceof Object[]) {
-            return value.collect { plain(it) }
+            return value.collect { jsonValue(name, it, nulls) }
         }
         if (value instanceof CharSequence) {
             return value.toString()
         }
-        return value
+        if (value instanceof Boolean || value instanceof Integer || value instanceof Long ||
+            value instanceof BigInteger || value instanceof Short || value instanceof Byte) {
+            return value
+        }
+        if ((value instanceof Double || value instanceof Float) && (value.isNaN() || value.isInfinite())) {
+            throw new IllegalArgumentException("parameter '${name}' is ${value}, which JSON cannot carry")
+        }
+        if (value instanceof Number) {
+            return value  // decimals travel as they are; the CLI refuses them where it wants integers
+        }
+        throw new IllegalArgumentException(
+            "parameter '${name}' cannot be passed to the CLI: ${Shell.describe(value)} is not a " +
+                'String, number, boolean, List or Map')
     }
 
 }

@@ -43,24 +43,9 @@ class NodeSteps implements Serializable {
         }
         script.archiveArtifacts(artifacts: "${dir}/**", allowEmptyArchive: true)
         script.junit(testResults: "${dir}/*-junit.xml", allowEmptyResults: true)
-        publishPage(script, stepName, dir, spec.page as String, spec.title as String)
+        Reports.publish(script, stepName, [dir: dir, page: spec.page, title: spec.title])
         StepParams.settle(script, stepName, outcome, spec.mode as String)
         return outcome.result
-    }
-
-    /** Shows the page on the build page where the HTML Publisher plugin is installed (the
-     * folder is archived either way). */
-    static void publishPage(Object script, String stepName, String dir, String page, String title) {
-        if (!script.fileExists("${dir}/${page}")) {
-            return
-        }
-        try {
-            script.publishHTML(target: [reportDir: dir, reportFiles: page, reportName: title,
-                                        keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
-        } catch (NoSuchMethodError e) {
-            script.echo("[${stepName}] ${title}: archived as ${dir}/${page} " +
-                        '(install the HTML Publisher plugin to see it on the build page)')
-        }
     }
 
 }

@@ -36,4 +36,23 @@ class Reports implements Serializable {
         return [dir: dir, page: report.page.toString(), title: (report.title ?: report.page).toString()]
     }
 
+    /**
+     * Shows a report [dir:, page:, title:] on the build page where the HTML Publisher plugin is
+     * installed; without it, says where the page is archived. Nothing when the page is not there
+     * (the command wrote none). Archiving is the caller's: gpuopsExec archives the report folder,
+     * the node steps their artifacts folder.
+     */
+    static void publish(Object script, String stepName, Map report) {
+        if (!script.fileExists("${report.dir}/${report.page}")) {
+            return
+        }
+        try {
+            script.publishHTML(target: [reportDir: report.dir, reportFiles: report.page, reportName: report.title,
+                                        keepAll: true, alwaysLinkToLastBuild: false, allowMissing: true])
+        } catch (NoSuchMethodError e) {
+            script.echo("[${stepName}] ${report.title}: archived as ${report.dir}/${report.page} " +
+                        '(install the HTML Publisher plugin to see it on the build page)')
+        }
+    }
+
 }

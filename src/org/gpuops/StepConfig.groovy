@@ -65,16 +65,16 @@ class StepConfig implements Serializable {
             case 'string':
                 return ofType(key, value, CharSequence, 'a String').toString()
             case 'map':
-                return CliContract.plain(ofType(key, value, Map, 'a Map'))
+                return CliContract.jsonValue(key, ofType(key, value, Map, 'a Map'))
             case 'list':
-                return CliContract.plain(ofType(key, value, List, 'a List'))
+                return CliContract.jsonValue(key, ofType(key, value, List, 'a List'))
             case 'list<map>':
                 return listOf(key, value, Map, 'Maps')
             case 'list<string>':
                 return listOf(key, value, CharSequence, 'Strings')
             case 'string|map':
                 if (value instanceof CharSequence || value instanceof Map) {
-                    return CliContract.plain(value)
+                    return CliContract.jsonValue(key, value)
                 }
                 throw new IllegalArgumentException(
                     "parameter '${key}' must be a Map or a String, got ${Shell.describe(value)}")
@@ -115,7 +115,7 @@ class StepConfig implements Serializable {
                     "parameter '${key}' must be a List of ${name}, item ${index} is ${Shell.describe(item)}")
             }
         }
-        return (List) CliContract.plain(value)
+        return (List) CliContract.jsonValue(key, value)
     }
 
 }

@@ -84,16 +84,24 @@ class StepParams implements Serializable {
     /**
      * Splits a step's config into its own Jenkins parameters (resolved against `defaults`
      * and `types` by StepConfig) and the CLI parameters the user set (snake_case keys, plain
-     * JSON values). Throws IllegalArgumentException naming the parameter for an unknown key,
-     * a missing required option or a value JSON cannot carry.
+     * JSON values). An option's old names (its `aliases` in the description: check for dry_run)
+     * are taken too and sent under its name. Throws IllegalArgumentException naming the
+     * parameter for an unknown key, a missing required option, an option given under two of
+     * its names or a value JSON cannot carry.
      */
     @NonCPS
     static Map split(Map defaults, Map types, List<Map> options, Map config) {
         Map given = config ?: [:]
         Map<String, Map> byStepName = [:]
-        options.each { Map option -> byStepName.put(stepName(option.name.toString()), option) }
-        List unknown = given.keySet().findAll { !defaults.containsKey(it) && !byStepName.containsKey(it) }
-            .collect { it.toString() }
+        Map<String, String> oldNames = [:]  // an old step parameter name -> its option's name now
+        options.each { Map option ->
+            String name = stepName(option.name.toString())
+            byStepName.put(name, option)
+            (option.aliases ?: []).each { oldNames.put(stepName(it.toString()), name) }
+        }
+        List unknown = given.keySet().findAll {
+            !defaults.containsKey(it) && !byStepName.containsKey(it) && !oldNames.containsKey(it)
+        }.collect { it.toString() }
         if (unknown) {
             List known = (defaults.keySet() + byStepName.keySet()).collect { it.toString() }.sort()
             throw new IllegalArgumentException(
@@ -103,44 +111,24 @@ class StepParams implements Serializable {
         Map cli = [:]
         byStepName.each { String name, Map option ->
             Object value = given.get(name)
+            String key = name
+            oldNames.findAll { it.value == name && given.get(it.key) != null }.each { String old, String now ->
+                if (value != null) {
+                    throw new IllegalArgumentException(
+                        "parameters '${old}' and '${now}' are the same option: set only '${now}'")
+                }
+                value = given.get(old)
+                key = old
+            }
             if (value == null) {
                 if (option.required) {
                     throw new IllegalArgumentException("parameter '${name}' is required")
                 }
                 return
             }
-            cli.put(option.name.toString(), jsonValue(name, value))
+            cli.put(option.name.toString(), CliContract.jsonValue(key, value, false))
         }
         return [step: StepConfig.resolve(defaults, types, [], own), cli: cli]
-    }
-
-    /** The value as plain JSON (GStrings become Strings); throws for what JSON cannot carry. */
-    @NonCPS
-    static Object jsonValue(String name, Object value) {
-        if (value instanceof Map) {
-            Map copy = [:]
-            value.each { k, v -> copy.put(k.toString(), jsonValue(name, v)) }
-            return copy
-        }
-        if (value instanceof Collection || value instanceof Object[]) {
-            return value.collect { jsonValue(name, it) }
-        }
-        if (value instanceof CharSequence) {
-            return value.toString()
-        }
-        if (value instanceof Boolean || value instanceof Integer || value instanceof Long ||
-            value instanceof BigInteger || value instanceof Short || value instanceof Byte) {
-            return value
-        }
-        if ((value instanceof Double || value instanceof Float) && (value.isNaN() || value.isInfinite())) {
-            throw new IllegalArgumentException("parameter '${name}' is ${value}, which JSON cannot carry")
-        }
-        if (value instanceof Number) {
-            return value  // decimals travel as they are; the CLI refuses them where it wants integers
-        }
-        throw new IllegalArgumentException(
-            "parameter '${name}' cannot be passed to the CLI: ${Shell.describe(value)} is not a " +
-                'String, number, boolean, List or Map')
     }
 
 }

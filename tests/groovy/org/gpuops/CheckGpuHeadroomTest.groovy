@@ -172,6 +172,7 @@ class CheckGpuHeadroomTest extends GpuOpsPipelineTest {
             ([gpusPerPod: 1, gpuPerPod: 2])         : 'unknown parameter(s) gpuPerPod; known parameters: context, ',
             ([gpusPerPod: 1, pods: Double.NaN])     : "parameter 'pods' is NaN, which JSON cannot carry",
             ([gpusPerPod: 1, pods: new Object()])   : "parameter 'pods' cannot be passed to the CLI",
+            ([gpusPerPod: 1, nodeSelector: [a: null]]): "parameter 'nodeSelector' cannot be passed to the CLI: null",
         ]
         cases.each { Map config, String expected ->
             String message = runStepExpectingError('checkGpuHeadroom', config)

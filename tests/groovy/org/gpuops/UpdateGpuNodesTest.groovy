@@ -163,6 +163,34 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void dryRunReachesTheCliAsDryRun() {
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', dryRun: true])
+
+        assertEquals(true, paramsOfLastCall().dry_run)
+    }
+
+    @Test
+    void theOldNameCheckStillWorksAndIsSentAsDryRun() {
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', check: true])
+
+        assertEquals(true, paramsOfLastCall().dry_run)
+        assertFalse(paramsOfLastCall().containsKey('check'))
+    }
+
+    @Test
+    void dryRunUnderBothItsNamesIsRejectedBeforeTheCliRuns() {
+        String message = runStepExpectingError('updateGpuNodes', [inventory: 'inv', check: true, dryRun: false])
+
+        assertTrue(message, message.startsWith(
+            "[updateGpuNodes] parameters 'check' and 'dryRun' are the same option: set only 'dryRun'"))
+        assertTrue(shCalls.isEmpty())
+    }
+
+    @Test
     void badParametersAreRejectedBeforeTheCliRuns() {
         Map<Map, String> cases = [
             ([:])                                   : "parameter 'inventory' is required",
