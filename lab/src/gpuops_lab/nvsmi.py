@@ -7,6 +7,9 @@ driver installer) and ``/etc/nvidia-lab/loaded-modules`` (the lab's stand-in for
 ``/proc/modules``). Output shapes follow ``shared/docs/NVIDIA_SMI.md`` (verbatim samples from
 public logs and utkuozdemir/nvidia_gpu_exporter's captures): 535 vs 550+ table widths, CSV
 headers with canonical names and units, ``[N/A]``, the real error texts and exit codes.
+
+One module on purpose: its text is the host's whole ``nvidia-smi`` script
+(:func:`gpuops_lab.fleetfiles.nvidia_smi_script` copies this one file).
 """
 
 from __future__ import annotations

@@ -5,12 +5,14 @@ keys are the invoked command's option names (underscores) and act as option defa
 the command line still wins. Results go out as one JSON document in the file named by
 ``GPUOPS_RESULT_FILE``, failures as one JSON document in ``GPUOPS_ERROR_FILE``:
 
-    {"ok": true,  "command": "headroom check", "result": {...}}
-    {"ok": false, "command": "headroom check", "error": {"message", "category", "hint",
-     "exit_code"}, "result": {...} | null}
+    {"ok": true,  "command": "headroom check", "verdict": "ok", "result": {...}}
+    {"ok": false, "command": "headroom check", "verdict": "refused" | "failed" | "partial",
+     "error": {"message", "category", "hint", "exit_code"}, "result": {...} | null}
 
 Both files are written atomically (temporary file, then rename), so a reader never sees
-half a document.
+half a document. :func:`result_document_schema` and :func:`error_document_schema` are their
+JSON Schemas (``gpuops describe`` lists them; the test suite checks every document against
+them).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from gpuops import fsio
 from gpuops.core.values import key_shown, shown
-from gpuops.errors import GpuOpsError, InvalidInput
+from gpuops.errors import GateRefused, GpuOpsError, InvalidInput, error_categories
 
 PARAMS_ENV = "GPUOPS_PARAMS_FILE"
 RESULT_ENV = "GPUOPS_RESULT_FILE"
@@ -76,16 +78,87 @@ def write_document(
     fsio.write_json_file(path, dict(doc), option=option, parents=parents)
 
 
+#: The verdicts of an error document (:class:`gpuops.usecases.outcome.Verdict` less ``ok``).
+ERROR_VERDICTS = ("refused", "failed", "partial")
+
+
 def result_document(command: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"ok": True, "command": command, "result": dict(result)}
+    return {"ok": True, "command": command, "verdict": "ok", "result": dict(result)}
 
 
 def error_document(
-    command: str, error: GpuOpsError, result: Mapping[str, Any] | None = None
+    command: str,
+    error: GpuOpsError,
+    result: Mapping[str, Any] | None = None,
+    verdict: str | None = None,
 ) -> dict[str, Any]:
+    """``verdict``: the use case's (``partial`` when part of the operation succeeded); else
+    ``refused`` for a gate's no and ``failed`` for any other error."""
+    if verdict is None:
+        verdict = "refused" if isinstance(error, GateRefused) else "failed"
+    if verdict not in ERROR_VERDICTS:
+        raise ValueError(f"not an error document's verdict: {verdict}")
     return {
         "ok": False,
         "command": command,
+        "verdict": verdict,
         "error": error.to_dict(),
         "result": dict(result) if result is not None else None,
+    }
+
+
+def result_document_schema(command: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema of ``command``'s result document, given its ``result``'s schema."""
+    from gpuops.schema import DIALECT  # noqa: PLC0415 - only when described
+
+    inner = dict(result)
+    defs = inner.pop("$defs", None)
+    doc: dict[str, Any] = {
+        "$schema": DIALECT,
+        "title": f"gpuops {command}: result document",
+        "type": "object",
+        "properties": {
+            "ok": {"const": True},
+            "command": {"const": command},
+            "verdict": {"const": "ok"},
+            "result": inner,
+        },
+        "required": ["ok", "command", "verdict", "result"],
+        "additionalProperties": False,
+    }
+    if defs:
+        doc["$defs"] = defs
+    return doc
+
+
+def error_document_schema() -> dict[str, Any]:
+    """The schema of every command's error document (:func:`error_document`): its ``result``
+    is what the operation found before the answer was no (the command's result, or null)."""
+    from gpuops.schema import DIALECT  # noqa: PLC0415 - only when described
+
+    cats = error_categories()
+    return {
+        "$schema": DIALECT,
+        "title": "gpuops: error document",
+        "type": "object",
+        "properties": {
+            "ok": {"const": False},
+            "command": {"type": "string"},
+            "verdict": {"enum": list(ERROR_VERDICTS)},
+            "error": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string"},
+                    "category": {"enum": [c.category for c in cats if c.code]},
+                    "hint": {"type": ["string", "null"]},
+                    "exit_code": {"enum": [int(c.code) for c in cats if c.code]},
+                    "field": {"type": "string"},
+                },
+                "required": ["message", "category", "hint", "exit_code"],
+                "additionalProperties": False,
+            },
+            "result": {"type": ["object", "null"]},
+        },
+        "required": ["ok", "command", "verdict", "error", "result"],
+        "additionalProperties": False,
     }

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from integration.conftest_kube import KubeLab
 from integration.fleetlab import FleetLab, need_root_tools, short_lab_dir
+from result_documents import load_document
 
 from gpuops_lab import Lab, LabConfig, hoststate, proc
 from gpuops_lab import fleet as labfleet
@@ -106,7 +107,7 @@ class NodesLab:
             cwd=tmp,
         )
         path = result if done.returncode == 0 else error
-        doc = json.loads(path.read_text()) if path.exists() else None
+        doc = load_document(path) if path.exists() else None
         return Run(done.returncode, doc, done.stderr)
 
     def node(self, name: str) -> Any:

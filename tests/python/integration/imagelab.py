@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from integration.conftest_registry import MANIFEST_TYPES, RegistryLab
+from result_documents import load_document
 
 from gpuops_lab import registry as labregistry
 
@@ -113,7 +114,7 @@ def gpuops(args: list[str], env: dict[str, str], workdir: Path, *, timeout: floa
     )
     doc_file = files / ("result.json" if proc.returncode == 0 else "error.json")
     assert doc_file.is_file(), f"gpuops {shlex.join(args)} wrote no {doc_file.name}: {proc.stderr}"
-    return Run(proc.returncode, json.loads(doc_file.read_text()), proc.stdout, proc.stderr)
+    return Run(proc.returncode, load_document(doc_file), proc.stdout, proc.stderr)
 
 
 def context(root: Path, dockerfile: str, files: dict[str, str] | None = None) -> Path:

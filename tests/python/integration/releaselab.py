@@ -15,9 +15,14 @@ from typing import Any
 import yaml
 from integration.conftest_kube import KubeLab, wait_until
 from integration.conftest_registry import RegistryLab, pushed_digest
+from result_documents import check_document
 
+from gpuops.contract import error_document, result_document
 from gpuops.core.releasehistory import CHANGE_CAUSE, HISTORY_KEY, RELEASE_ANNOTATION
+from gpuops.errors import GpuOpsError
 from gpuops.usecases.images.registryops import RegistryAccess
+from gpuops.usecases.outcome import Outcome
+from gpuops.usecases.releases.model import ReleaseOutcome
 from gpuops.usecases.releases.registry import ImageRegistry
 from gpuops_lab import kube as labkube
 
@@ -33,6 +38,17 @@ TAGS = (
     "2.0.0-labfault-crashloop",
     "2.0.0-labfault-notready",
 )
+
+
+def pair(outcome: Outcome[ReleaseOutcome]) -> tuple[ReleaseOutcome, GpuOpsError | None]:
+    """A release's outcome as (its result, its problem), what the release tests assert on;
+    the document the CLI would write of it is checked against its schema first."""
+    command = f"release {outcome.result.action}"
+    if outcome.problem is None:
+        check_document(result_document(command, outcome.to_dict()))
+    else:
+        check_document(error_document(command, outcome.problem, outcome.to_dict()))
+    return outcome.result, outcome.problem
 
 
 class LabRegistry(ImageRegistry):

@@ -41,6 +41,7 @@ from imagelab import cuda_12_2_base
 from integration.conftest_kube import KubeLab
 from integration.conftest_nodes import NodesLab
 from integration.conftest_registry import RegistryLab, pushed_digest
+from result_documents import load_document
 
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
@@ -88,7 +89,7 @@ ENVIRONMENTS: dict[str, Env] = {
     ),
     # the plan only: 1 = hosts failing in check mode, 3 = headroom gate, 4 = unreachable
     "nodes update": Env(
-        needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"check": True}, deadline_s=300
+        needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"dry_run": True}, deadline_s=300
     ),
     # 1: the registry or the daemon refused (a tag it will not take, a build that fails);
     # 4: a registry that is not the lab's (nvcr.io: nothing outside is reachable here)
@@ -734,5 +735,7 @@ def test_a_special_path_where_a_file_is_read_is_exit_2_and_never_echoed(
     error = tmp_path / "error.json"
     said = done.stdout + done.stderr + (error.read_text() if error.exists() else "")
     assert done.returncode == 2, said[-2000:]
+    if error.exists():
+        load_document(error)
     assert "Traceback" not in said
     assert SECRET_CANARY not in said and "19000" not in said and "daemon" not in said, said

@@ -18,6 +18,7 @@ import yaml
 from integration.conftest_kube import KubeLab
 
 from gpuops.adapters import kube
+from gpuops.adapters.kube import calls, pager
 from gpuops.cli.main import run
 from gpuops_lab import kube as labkube
 
@@ -204,18 +205,18 @@ def test_pages_asked_for_ahead_give_the_same_list(kube_lab: KubeLab) -> None:
         body = labkube.pod_body(f"p{i}", namespace=ns, node=node, gpus=i % 2)
         kube_lab.core.create_namespaced_pod(ns, body)
     client = kube.KubeClient.connect(str(kube_lab.kubeconfig))
-    saved = kube.PAGE_SIZE
+    saved = pager.PAGE_SIZE
     try:
-        kube.PAGE_SIZE = 0
+        pager.PAGE_SIZE = 0
         whole = sorted(p.key for p in client.list_bound_pods())
         nodes = sorted(n.name for n in client.list_nodes())
-        kube.PAGE_SIZE = 2
+        pager.PAGE_SIZE = 2
         paged = [p.key for p in client.list_bound_pods()]
         assert sorted(paged) == whole and len(set(paged)) == len(paged)
         assert {f"{ns}/p{i}" for i in range(9)} <= set(whole)
         assert sorted(n.name for n in client.list_nodes()) == nodes
     finally:
-        kube.PAGE_SIZE = saved
+        pager.PAGE_SIZE = saved
         client.close()
         kube_lab.core.delete_namespace(ns)
 
@@ -260,17 +261,17 @@ def test_protobuf_lists_give_what_json_lists_give(kube_lab: KubeLab) -> None:
 
         return Spy()
 
-    saved_accept, saved_size = kube.LIST_ACCEPT, kube.PAGE_SIZE
+    saved_accept, saved_size = pager.LIST_ACCEPT, pager.PAGE_SIZE
     client._http.stream = spy  # type: ignore[method-assign]
     try:
         lists = {}
         for accept in (saved_accept, "application/json"):
-            kube.LIST_ACCEPT = accept
+            pager.LIST_ACCEPT = accept
             for size in (0, 3):
-                kube.PAGE_SIZE = size
+                pager.PAGE_SIZE = size
                 media.clear()
                 lists[accept, size] = (client.list_nodes(), client.list_bound_pods())
-                want = kube.PROTOBUF_MEDIA if accept == saved_accept else "application/json"
+                want = pager.PROTOBUF_MEDIA if accept == saved_accept else "application/json"
                 assert set(media) == {want}, (accept, size, media)
         proto, json_ = lists[saved_accept, 0], lists["application/json", 0]
         assert proto == json_ == lists[saved_accept, 3] == lists["application/json", 3]
@@ -279,7 +280,7 @@ def test_protobuf_lists_give_what_json_lists_give(kube_lab: KubeLab) -> None:
         assert pods[f"{ns}/p4"].requests[labkube.GPU_RESOURCE] == 2  # 1 main + 1 sidecar
         assert any(n.labels and n.allocatable.get(labkube.GPU_RESOURCE) for n in proto[0])
     finally:
-        kube.LIST_ACCEPT, kube.PAGE_SIZE = saved_accept, saved_size
+        pager.LIST_ACCEPT, pager.PAGE_SIZE = saved_accept, saved_size
         client.close()
         kube_lab.core.delete_namespace(ns)
 
@@ -290,12 +291,12 @@ def test_a_protobuf_status_answer_is_read_like_json(kube_lab: KubeLab) -> None:
     client = kube.KubeClient.connect(str(kube_lab.kubeconfig))
     try:
         with client._http.stream(
-            "/api/v1/namespaces/no-such-ns/pods/no-such-pod", what="get", accept=kube.LIST_ACCEPT
+            "/api/v1/namespaces/no-such-ns/pods/no-such-pod", what="get", accept=pager.LIST_ACCEPT
         ) as (status, media, read):
             body = b"".join(iter(lambda: read(1 << 16), b""))
-        assert (status, media) == (404, kube.PROTOBUF_MEDIA) and body.startswith(b"k8s\x00")
-        assert kube._status_reason(body) == "NotFound"
-        assert 'pods "no-such-pod" not found' in kube._status_message(body)
+        assert (status, media) == (404, pager.PROTOBUF_MEDIA) and body.startswith(b"k8s\x00")
+        assert calls.status_reason(body) == "NotFound"
+        assert 'pods "no-such-pod" not found' in calls.status_message(body)
         with pytest.raises(kube.NotFound):
             client._check_status(status, body, "get pod", "/api/v1/namespaces/no-such-ns/pods")
     finally:

@@ -1,4 +1,4 @@
-"""gpuops's protobuf schema of node and pod LISTs (gpuops.adapters.kubeproto.SCHEMA) against
+"""gpuops's protobuf schema of node and pod LISTs (gpuops.adapters.kube.proto.SCHEMA) against
 Kubernetes' own ``generated.proto`` files of the version the lab runs (k8s.io/api and
 k8s.io/apimachinery from the Go module proxy, as the lab's build fetches them): every field
 we read has Kubernetes' number, cardinality and type. The unit tests encode with our own
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.adapters import kubeproto
+from gpuops.adapters.kube import proto as kubeproto
 
 REPO = Path(__file__).resolve().parents[3]
 #: where each message of SCHEMA is declared upstream

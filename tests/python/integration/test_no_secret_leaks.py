@@ -43,6 +43,7 @@ from integration.conftest_nodes import DEFAULT_DRIVERS
 from integration.conftest_registry import RegistryLab
 from integration.fleetlab import FleetLab
 from integration.imagelab import cli_env
+from result_documents import load_document
 
 from gpuops_lab import fleet as labfleet
 from gpuops_lab import hoststate
@@ -218,6 +219,9 @@ def _gpuops(
             assert error.exists(), done.stderr
         texts += [("stdout", done.stdout), ("stderr", done.stderr)]
         texts += [(p.name, p.read_text()) for p in (result, error) if p.exists()]
+        for p in (result, error):
+            if p.exists():
+                load_document(p)  # redacted, and still what its schema says
     return texts
 
 

@@ -17,6 +17,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fleetlab import FleetLab
+from result_documents import load_document
 
 pytestmark = pytest.mark.timeout(600)
 GPUOPS = str(Path(sys.executable).parent / "gpuops")
@@ -79,7 +80,7 @@ def gpuops(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[in
     done = subprocess.run(
         [GPUOPS, *args], capture_output=True, text=True, env=full, timeout=500, check=False, cwd=tmp
     )
-    doc = json.loads(out.read_text()) if out.exists() else None
+    doc = load_document(out) if out.exists() else None
     return done.returncode, doc, done.stderr
 
 

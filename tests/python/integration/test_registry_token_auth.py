@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 from imagelab import GPUOPS
+from result_documents import check_document
 
 from gpuops_lab import proc
 
@@ -272,7 +273,7 @@ def _gpuops(
         timeout=60,
         check=False,
     )
-    doc = json.loads(done.stdout if done.returncode == 0 else done.stderr)
+    doc = check_document(json.loads(done.stdout if done.returncode == 0 else done.stderr))
     return done.returncode, doc, done.stdout + done.stderr
 
 

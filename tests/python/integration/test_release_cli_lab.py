@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from integration.conftest_kube import KubeLab
 from integration.releaselab import Images, Target, environment, make_target
+from result_documents import load_document
 
 pytestmark = pytest.mark.timeout(600)
 GPUOPS = str(Path(sys.executable).parent / "gpuops")
@@ -61,7 +62,7 @@ def gpuops(
         timeout=300,
     )
     doc_file = rfile if done.returncode == 0 else efile
-    doc = json.loads(doc_file.read_text()) if doc_file.exists() else None
+    doc = load_document(doc_file) if doc_file.exists() else None
     return done.returncode, doc, done.stderr + (done.stdout if text else "")
 
 

@@ -24,6 +24,7 @@ from integration.releaselab import (
     fill_memory,
     make_target,
     own_nodes,
+    pair,
 )
 
 from gpuops.adapters.kube import KubeClient
@@ -60,7 +61,7 @@ def make(kube: KubeLab, images: Images, tmp: Path, node_class: str, **deploy: An
 
 
 def release(t: Target, d: releases.Deps, tag: str) -> tuple[m.ReleaseOutcome, Any]:
-    return releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d)
+    return pair(releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d))
 
 
 def assert_rolled_back(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from integration.conftest_kube import KubeLab
 from integration.conftest_registry import RegistryLab
-from integration.releaselab import Images, LabRegistry, Target, environment, make_target
+from integration.releaselab import Images, LabRegistry, Target, environment, make_target, pair
 from kubernetes import client
 
 from gpuops.adapters.kube import KubeClient
@@ -58,7 +58,7 @@ def target(kube_lab: KubeLab, release_images: Images, tmp_path: Path) -> Target:
 
 
 def release(t: Target, d: releases.Deps, tag: str) -> tuple[m.ReleaseOutcome, Any]:
-    return releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d)
+    return pair(releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d))
 
 
 def on(t: Target, starts: str, action: Callable[[], None]) -> Callable[[str], None]:
@@ -170,7 +170,7 @@ def test_the_apiserver_down_during_the_rollout_is_finished_by_the_next_release(
     assert target.image() == release_images.ref("1.2.0")
     listed = status(
         m.Target(str(target.config), "staging"), deps(kube_lab, registry_lab, target.say)
-    )
+    ).result
     assert "the cluster says succeeded" in listed.open[2], listed.to_dict()
 
     time.sleep(LEASE_S + 1)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from integration.conftest_kube import KubeLab, wait_until
 from integration.conftest_registry import RegistryLab
-from integration.releaselab import Images, LabRegistry, Target, environment, make_target
+from integration.releaselab import Images, LabRegistry, Target, environment, make_target, pair
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.core.releasehistory import CHANGE_CAUSE
@@ -51,7 +51,7 @@ def target(kube_lab: KubeLab, release_images: Images, tmp_path: Path) -> Target:
 
 
 def release(t: Target, d: releases.Deps, tag: str) -> tuple[m.ReleaseOutcome, Any]:
-    return releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d)
+    return pair(releases.promote(m.PromoteRequest(m.Target(str(t.config), "staging"), tag=tag), d))
 
 
 def on(t: Target, starts: str, action: Callable[[], None]) -> Callable[[str], None]:

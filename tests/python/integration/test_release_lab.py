@@ -18,6 +18,7 @@ from integration.releaselab import (
     environment,
     make_target,
     own_nodes,
+    pair,
 )
 
 from gpuops.adapters.kube import KubeClient
@@ -44,7 +45,7 @@ def where(target: Target, env: str = "staging") -> m.Target:
 def promote(
     t: Target, d: releases.Deps, tag: str | None, env: str = "staging", **kw: Any
 ) -> tuple[m.ReleaseOutcome, Any]:
-    return releases.promote(m.PromoteRequest(where(t, env), tag=tag, **kw), d)
+    return pair(releases.promote(m.PromoteRequest(where(t, env), tag=tag, **kw), d))
 
 
 @pytest.fixture
@@ -108,8 +109,8 @@ def test_rollback_to_previous_and_to_a_tag_reuses_the_recorded_digest(
         _, error = promote(target, d, tag)
         assert error is None, error
 
-    back, error = releases.rollback(
-        m.RollbackRequest(where(target), "previous", m.Who(reason="p99")), d
+    back, error = pair(
+        releases.rollback(m.RollbackRequest(where(target), "previous", m.Who(reason="p99")), d)
     )
 
     assert error is None, error
@@ -122,11 +123,11 @@ def test_rollback_to_previous_and_to_a_tag_reuses_the_recorded_digest(
     assert "rollback staging: 1.2.0" in target.change_causes()[-1]
 
     # previous now skips 1.3.0 (rolled back) and 1.2.0 (what runs): 1.1.0
-    listed = history(where(target), 10, d.connect)
+    listed = history(where(target), 10, d.connect).result
     assert listed.previous is not None and listed.previous.tag == "1.1.0"
     assert [r.tag for r in listed.choices] == ["1.1.0"]
 
-    to, error = releases.rollback(m.RollbackRequest(where(target), "1.1.0"), d)
+    to, error = pair(releases.rollback(m.RollbackRequest(where(target), "1.1.0"), d))
     assert error is None and to.state == "succeeded"
     assert target.image() == release_images.ref("1.1.0")
 
@@ -204,7 +205,7 @@ def test_status_reads_what_runs(
     d = deps(kube_lab, registry_lab, target)
     promote(target, d, "1.2.0")
 
-    now = status(where(target), d)
+    now = status(where(target), d).result
 
     assert now.current is not None and now.current.tag == "1.2.0"
     assert now.complete and now.deployments[0]["image"] == release_images.ref("1.2.0")
@@ -240,7 +241,7 @@ def test_a_model_release_changes_only_the_mounted_version_and_rolls_back(
         ("1.1.0", "v2"),
     ]
 
-    back, error = releases.rollback(m.RollbackRequest(where(t), "previous"), d)
+    back, error = pair(releases.rollback(m.RollbackRequest(where(t), "previous"), d))
     assert error is None and back.wanted is not None and back.wanted.model == "v1"
     container = t.deployment().spec.template.spec.containers[0]
     assert {e.name: e.value for e in container.env} == {"MODEL_VERSION": "v1"}

@@ -18,7 +18,7 @@ from integration.conftest_nodes import NodesLab
 from junitcheck import assert_junit_well_formed
 
 from gpuops.core import rollout
-from gpuops.render.html import nodes as pages
+from gpuops.render.html import fleet, nodeupdate
 from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
 from gpuops_lab import fleet as labfleet
 from gpuops_lab import hoststate
@@ -174,7 +174,7 @@ def test_a_failed_rollout_page_puts_failed_hosts_first_and_escapes_what_it_shows
         ),
         BatchRecord(1, rollout.BATCH, ["gpu-h800-02"]),
     ]
-    pages.write_rollout(ro.to_dict(), tmp_path)
+    nodeupdate.write_rollout(ro.to_dict(), tmp_path)
     seen = open_page(tmp_path, "node-update.html", "node-update-failed")
     seen.assert_clean()
     assert seen.one("verdict") == "failed"
@@ -198,7 +198,7 @@ def test_an_empty_fleet_and_a_host_waiting_for_its_reboot(tmp_path: Path) -> Non
     its row, the reason under its name, next to a healthy host's GPUs."""
     empty = {"inventory": "inv/empty", "status": "ok", "hosts_total": 0, "hosts": [],
              "summary": {"ok": 0, "warning": 0, "critical": 0, "unreachable": 0}}  # fmt: skip
-    pages.write_fleet(empty, tmp_path / "empty")
+    fleet.write_fleet(empty, tmp_path / "empty")
     seen = open_page(tmp_path / "empty", "fleet.html", "fleet-empty")
     seen.assert_clean()
     assert seen.one("hosts_total") == "0" and seen.one("empty") == "The inventory has no GPU node."
@@ -216,7 +216,7 @@ def test_an_empty_fleet_and_a_host_waiting_for_its_reboot(tmp_path: Path) -> Non
     ]  # fmt: skip
     result = {"inventory": "inv/prod", "status": "critical", "hosts_total": 2, "hosts": hosts,
               "summary": {"ok": 1, "warning": 0, "critical": 1, "unreachable": 0}}  # fmt: skip
-    pages.write_fleet(result, tmp_path / "reboot")
+    fleet.write_fleet(result, tmp_path / "reboot")
     seen = open_page(tmp_path / "reboot", "fleet.html", "fleet-reboot-pending")
     seen.assert_clean()
     assert (

@@ -14,7 +14,7 @@ import pytest
 from integration.browser import open_page
 from integration.conftest_kube import KubeLab
 from integration.conftest_registry import RegistryLab
-from integration.releaselab import Images, LabRegistry, Target, environment, make_target
+from integration.releaselab import Images, LabRegistry, Target, environment, make_target, pair
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.cli.main import run
@@ -51,15 +51,17 @@ def released(
     where = m.Target(str(t.config), "staging")
     for tag, reason in (("1.1.0", "first"), ("1.2.0", "new tokenizer")):
         who = m.Who(reason=reason, requested_by="ci", link=f"https://ci.example/job/{tag}")
-        out, error = releases.promote(m.PromoteRequest(where, tag=tag, who=who), deps)
+        out, error = pair(releases.promote(m.PromoteRequest(where, tag=tag, who=who), deps))
         assert error is None, error
-    out, error = releases.promote(m.PromoteRequest(where, tag="2.0.0-labfault-crashloop"), deps)
+    out, error = pair(
+        releases.promote(m.PromoteRequest(where, tag="2.0.0-labfault-crashloop"), deps)
+    )
     assert error is not None and out.state == "failed", out.to_dict()
     who = m.Who(reason="back to the known good", approved_by="alice")
-    out, error = releases.rollback(m.RollbackRequest(where, "1.1.0", who=who), deps)
+    out, error = pair(releases.rollback(m.RollbackRequest(where, "1.1.0", who=who), deps))
     assert error is None, error
     who = m.Who(reason="fixed", requested_by="ci", link="https://ci.example/job/1.2.0-again")
-    out, error = releases.promote(m.PromoteRequest(where, tag="1.2.0", who=who), deps)
+    out, error = pair(releases.promote(m.PromoteRequest(where, tag="1.2.0", who=who), deps))
     assert error is None, error
     return t
 

@@ -585,7 +585,7 @@ HOSTILE = (
 
 
 def _hostile_cases(text: str) -> list[Any]:
-    from gpuops.render.junit import Case
+    from gpuops.core.junit import Case
 
     return [
         Case(name=text, classname=text, seconds=1.5, failure=text, output=text),
@@ -599,7 +599,7 @@ def test_junit_is_well_formed_for_every_character_a_host_can_send() -> None:
     parser reads (Jenkins' junit step fails on it)."""
     from junitcheck import assert_junit_well_formed
 
-    from gpuops.render.junit import junit_xml
+    from gpuops.core.junit import junit_xml
 
     text = junit_xml("gpuops nodes inspect", _hostile_cases(HOSTILE))
     root = assert_junit_well_formed(text)
@@ -622,7 +622,7 @@ def test_junit_is_well_formed_for_every_character_a_host_can_send() -> None:
 def test_junit_is_well_formed_for_any_text(text: str) -> None:
     from junitcheck import assert_junit_well_formed
 
-    from gpuops.render.junit import junit_xml
+    from gpuops.core.junit import junit_xml
 
     assert_junit_well_formed(junit_xml(text, _hostile_cases(text)))
 

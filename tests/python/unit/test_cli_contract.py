@@ -134,6 +134,7 @@ def test_params_file_supplies_option_values(tmp_path: Path) -> None:
     assert json.loads(result.read_text()) == {
         "ok": True,
         "command": "probe echo",
+        "verdict": "ok",
         "result": {"count": 3, "name": "a100", "flag": True},
     }
 

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from result_documents import load_document
 
 from gpuops import fsio
 from gpuops.errors import InvalidInput, OperationFailed
@@ -277,7 +278,7 @@ def _gpuops(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[i
     done = subprocess.run(
         [GPUOPS, *args], capture_output=True, text=True, env=full, timeout=120, check=False, cwd=tmp
     )
-    doc = json.loads((tmp / "e.json").read_text()) if (tmp / "e.json").exists() else {}
+    doc = load_document(tmp / "e.json") if (tmp / "e.json").exists() else {}
     return done.returncode, doc
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from gpuops.adapters.kubedecode import label_selector, node_from_api, pod_from_api
+from gpuops.adapters.kube.decode import label_selector, node_from_api, pod_from_api
 from gpuops.core import explain as ex
 from gpuops.core.headroom import Policy, QuotaLimit, Shape, check
 from gpuops.core.kubeinput import (
@@ -561,7 +561,7 @@ def test_decoding_only_some_resources_keeps_their_sums() -> None:
 
 
 def test_continue_token_is_read_from_the_page_head_only() -> None:
-    from gpuops.adapters.kube import _continue_token
+    from gpuops.adapters.kube.pager import _continue_token
 
     page = (
         b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9",'

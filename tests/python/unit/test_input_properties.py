@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuops.adapters.kubedecode import (
+from gpuops.adapters.kube.decode import (
     label_selector,
     node_from_api,
     node_from_api_checked,

@@ -192,7 +192,7 @@ def apply(
     replay: Replay, config: Path, *, check: bool = False, choices: dict[str, list[str]] = CHOICES
 ) -> Any:
     request = ApplyRequest(str(config), replay.url, USER, check=check)
-    return jenkinsjobs.apply(request, choices_for=lambda req, rel: choices)
+    return jenkinsjobs.apply(request, choices_for=lambda req, rel: choices).result
 
 
 def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_changed(

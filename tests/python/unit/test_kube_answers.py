@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from unit.test_kubeproto import envelope
 
-from gpuops.adapters import kubeproto
+from gpuops.adapters.kube import proto as kubeproto
 from gpuops.cli.main import run
 
 NS = {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "default"}}

@@ -1,4 +1,4 @@
-"""Kubeconfig credentials without the official client (gpuops.adapters.kubecreds) against the
+"""Kubeconfig credentials without the official client (gpuops.adapters.kube.creds) against the
 official loader itself: for every plain kubeconfig the same server, TLS material and token;
 everything else is handed to the official loader (None)."""
 
@@ -15,8 +15,8 @@ import yaml
 from kubernetes import config as kconfig
 from kubernetes.client import Configuration
 
-from gpuops.adapters.kubecreds import Credentials, from_configuration, plain_kubeconfig
-from gpuops.adapters.kubehttp import Transport
+from gpuops.adapters.kube.creds import Credentials, from_configuration, plain_kubeconfig
+from gpuops.adapters.kube.transport import Transport
 from gpuops.errors import InvalidInput
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"

@@ -1,4 +1,4 @@
-"""Typed LIST-page decoding (gpuops.adapters.kubepages) against the dict decoders it replaces
+"""Typed LIST-page decoding (gpuops.adapters.kube.pages) against the dict decoders it replaces
 on the headroom path: for any node or pod the API could send, the same model objects."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuops.adapters.kubedecode import node_from_api, pod_from_api
-from gpuops.adapters.kubepages import (
+from gpuops.adapters.kube.decode import node_from_api, pod_from_api
+from gpuops.adapters.kube.pages import (
     ListReader,
     PageError,
     node_page,

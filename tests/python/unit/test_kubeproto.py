@@ -1,4 +1,4 @@
-"""LIST pages in Kubernetes' protobuf encoding (gpuops.adapters.kubeproto): for any node or
+"""LIST pages in Kubernetes' protobuf encoding (gpuops.adapters.kube.proto): for any node or
 pod the API could send, the same model objects as its JSON gives; any split of the stream;
 a truncated or corrupt answer is an error, never a shorter list. The lab's real API server's
 answers are compared with JSON in integration/test_kube_transport.py."""
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.test_kubepages import KEEP, api_nodes, api_pods, feed, page
 
-from gpuops.adapters import kubeproto
-from gpuops.adapters.kubepages import PageError, node_page, pod_page
+from gpuops.adapters.kube import proto as kubeproto
+from gpuops.adapters.kube.pages import PageError, node_page, pod_page
 from gpuops.errors import OperationFailed
 
 

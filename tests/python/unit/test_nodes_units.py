@@ -10,11 +10,11 @@ from junitcheck import assert_junit_well_formed
 
 from gpuops import content
 from gpuops.adapters import ansible, hostkeys, ssh
-from gpuops.core import rollout
+from gpuops.core import gpuhealth, rollout
 from gpuops.core.inventory import Host
-from gpuops.errors import InvalidInput
-from gpuops.render.junit import Case, junit_xml
-from gpuops.usecases.nodes import update
+from gpuops.core.junit import Case, junit_xml
+from gpuops.errors import GateRefused, InvalidInput, OperationFailed, Unreachable
+from gpuops.usecases.nodes import inspect, update
 from gpuops.usecases.nodes.records import HostRecord, Rollout
 
 
@@ -294,3 +294,53 @@ def test_phase_timings_add_up_to_the_time_the_last_phase_ended() -> None:
     assert timings == {"preflight": 0.631, "plan": 22.48}
     canary_start_ms = round((123.1114 - 100.0) * 1000)  # as a batch's start_s is rounded
     assert round(timings["preflight"] * 1000) + round(timings["plan"] * 1000) <= canary_start_ms
+
+
+def test_the_inspect_use_case_decides_its_verdict() -> None:
+    """Critical findings are a refused gate (exit 3), hosts not inspected unreachable (exit 4):
+    decided by the use case (the CLI only renders), words as the CLI said them before."""
+    t = gpuhealth.Thresholds()
+    down = gpuhealth.unreachable("h2", "unreachable: timed out", 8, t)
+    bad = gpuhealth.unreachable("h1", "no GPU readings", 8, t)
+    bad.status = gpuhealth.CRITICAL
+    result = inspect.InspectResult(
+        inspect.InspectRequest("inv"), "test", {"h1": "g", "h2": "g"}, [bad, down]
+    )
+    refused = inspect._verdict(result)
+    assert isinstance(refused, GateRefused)
+    assert refused.message == "critical findings on 1 host(s): h1"
+    assert refused.hint == (
+        "drain and repair them (see the findings); their Xid actions say what helps"
+    )
+    result.hosts = [down]
+    lost = inspect._verdict(result)
+    assert isinstance(lost, Unreachable)
+    assert (lost.message, lost.hint) == (
+        "1 host(s) could not be inspected: h2",
+        "check their management network and ssh",
+    )
+    result.hosts = []
+    assert inspect._verdict(result) is None
+    assert "report" not in result.to_dict()  # only when a page was written beside the reports
+
+
+def test_the_update_use_case_decides_its_verdict() -> None:
+    ro = Rollout("inv", None, "test", ["nvidia_driver"], rollout.Policy(), False, None)
+    ro.hosts["h1"] = HostRecord("h1", "g", None, status=rollout.FAILED)
+    ro.hosts["h2"] = HostRecord("h2", "g", None, status=rollout.NOT_STARTED)
+    ro.stopped = "1 host(s) failed, over the failure budget of 0"
+    ro.artifacts = {"folder": "out"}
+    failed = update._verdict(ro)
+    assert isinstance(failed, OperationFailed)
+    assert failed.message == (
+        "1 host(s) failed: h1; 1 never started (1 host(s) failed, over the failure budget of 0)"
+    )
+    assert (
+        failed.hint == "failed hosts stay cordoned; fix them and run again: it resumes "
+        "(artifacts: out)"
+    )
+    ro.refused, ro.stopped = True, "headroom gate refused batch 1: why"
+    refused = update._verdict(ro)
+    assert isinstance(refused, GateRefused)
+    assert refused.message == "rollout stopped: headroom gate refused batch 1: why"
+    assert refused.hint == "free GPUs or lower --reserve, then run again: it resumes"

@@ -10,12 +10,12 @@ import pytest
 
 from gpuops.core import rollout
 from gpuops.errors import InvalidInput
-from gpuops.render.html import nodes as pages
+from gpuops.render.html import fleet, nodeupdate
 from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
 
 
 def _inspect(*hosts: dict[str, Any]) -> dict[str, Any]:
-    summary = {s: sum(1 for h in hosts if h["status"] == s) for s in pages._STATUS_ORDER}
+    summary = {s: sum(1 for h in hosts if h["status"] == s) for s in fleet._STATUS_ORDER}
     worst = "critical" if summary["critical"] else "ok"
     return {
         "inventory": "inv/hosts.yml",
@@ -37,7 +37,7 @@ def test_fleet_lists_the_worst_hosts_first_and_counts_per_group() -> None:
         _host("h1", "gpu_h800", "unreachable"),
         _host("h2", "gpu_h800", "warning"),
     )
-    ctx = pages.fleet_context(result)
+    ctx = fleet.fleet_context(result)
     assert [h["host"] for h in ctx["hosts"]] == ["a2", "h1", "h2", "a1"]
     assert ctx["hosts"][3]["temp"] == "57"
     groups = {g["name"]: g for g in ctx["groups"]}
@@ -48,9 +48,9 @@ def test_fleet_lists_the_worst_hosts_first_and_counts_per_group() -> None:
 
 
 def test_a_large_fleet_lists_a_capped_number_of_hosts() -> None:
-    many = [_host(f"n{i:04d}", "g", "ok") for i in range(pages.HOSTS_LISTED + 7)]
-    ctx = pages.fleet_context(_inspect(*many))
-    assert len(ctx["hosts"]) == pages.HOSTS_LISTED and ctx["hosts_more"] == 7
+    many = [_host(f"n{i:04d}", "g", "ok") for i in range(fleet.HOSTS_LISTED + 7)]
+    ctx = fleet.fleet_context(_inspect(*many))
+    assert len(ctx["hosts"]) == fleet.HOSTS_LISTED and ctx["hosts_more"] == 7
 
 
 def _rollout(**kw: Any) -> Rollout:
@@ -74,15 +74,15 @@ def _rollout(**kw: Any) -> Rollout:
 )
 def test_the_rollout_verdict(changes: dict[str, Any], verdict: str) -> None:
     doc = {**_rollout().to_dict(), **changes}
-    assert pages.rollout_context(doc)["verdict"] == verdict
+    assert nodeupdate.rollout_context(doc)["verdict"] == verdict
 
 
 def test_a_rollout_without_failures_is_done_and_hosts_are_ordered_failed_first() -> None:
     doc = _rollout().to_dict()
-    assert [h["host"] for h in pages.rollout_context(doc)["hosts"]] == ["a", "c", "b"]
+    assert [h["host"] for h in nodeupdate.rollout_context(doc)["hosts"]] == ["a", "c", "b"]
     doc["summary"]["failed"] = 0
-    assert pages.rollout_context(doc)["verdict"] == "done"
-    assert pages.rollout_context({**doc, "stopped": "why"})["verdict"] == "stopped"
+    assert nodeupdate.rollout_context(doc)["verdict"] == "done"
+    assert nodeupdate.rollout_context({**doc, "stopped": "why"})["verdict"] == "stopped"
 
 
 @pytest.mark.parametrize(
@@ -95,10 +95,10 @@ def test_a_rollout_without_failures_is_done_and_hosts_are_ordered_failed_first()
 )
 def test_other_documents_are_refused_as_input(doc: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput) as err:
-        pages.fleet_context(doc)
+        fleet.fleet_context(doc)
     assert err.value.field == "input"
     with pytest.raises(InvalidInput):
-        pages.rollout_context(doc)
+        nodeupdate.rollout_context(doc)
 
 
 def test_each_gpu_cell_takes_its_worst_finding_and_names_its_values() -> None:
@@ -113,7 +113,7 @@ def test_each_gpu_cell_takes_its_worst_finding_and_names_its_values() -> None:
          "message": "GPU 2: 3 uncorrected ECC errors"},
         {"check": "disk-free", "severity": "warning", "message": "disk 10 % free", "gpu": None},
     ]  # fmt: skip
-    ctx = pages.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=findings)))
+    ctx = fleet.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=findings)))
     cells = ctx["hosts"][0]["cells"]
     assert [c["severity"] for c in cells] == ["ok", "warning", "critical", "critical"]
     assert cells[0]["readings"][0] == "40 °C" and cells[0]["findings"] == []
@@ -129,7 +129,7 @@ def test_a_host_wide_gpu_finding_colours_every_gpu_of_the_host() -> None:
     gpus = [{"index": i, "temperature_c": 40} for i in range(2)]
     missing = {"check": "gpu-missing", "severity": "critical", "gpu": None,
                "message": "nvidia-smi lists 2 GPUs, 8 expected"}  # fmt: skip
-    ctx = pages.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=[missing])))
+    ctx = fleet.fleet_context(_inspect(_host("a", "g", "critical", gpus=gpus, findings=[missing])))
     [h] = ctx["hosts"]
     assert [c["severity"] for c in h["cells"]] == ["critical", "critical"]
     assert h["wide"] == {"severity": "critical", "findings": [missing["message"]]}
@@ -143,12 +143,12 @@ def test_a_host_waiting_for_its_reboot_is_one_critical_cell_saying_so(tmp_path: 
                "reboot: Failed to initialize NVML: Driver/library version mismatch"}  # fmt: skip
     ok = _host("b", "g", "ok", gpus=[{"index": 0, "temperature_c": 40}])
     result = _inspect(_host("a", "g", "critical", gpus=[], findings=[pending]), ok)
-    ctx = pages.fleet_context(result)
+    ctx = fleet.fleet_context(result)
     by = {h["host"]: h for h in ctx["hosts"]}
     assert by["a"]["cells"] == [] and by["a"]["wide"]["severity"] == "critical"
     assert by["a"]["wide"]["findings"] == [pending["message"]]
     assert by["b"]["wide"] == {"severity": "ok", "findings": []}
-    html = pages.write_fleet(result, tmp_path).page.read_text()
+    html = fleet.write_fleet(result, tmp_path).page.read_text()
     assert 'colspan="1"' in html and "no GPU readings (critical)" in html
     assert "waits for a reboot" in html
 
@@ -157,7 +157,7 @@ def test_thresholds_are_shown_per_group() -> None:
     result = _inspect(_host("a", "g1", "ok"), _host("b", "g2", "ok"))
     result["thresholds"] = {"g2": {"fan_warning_pct": 90, "xid_ignore": [13]},
                             "g1": {"fan_warning_pct": 95, "xid_ignore": []}}  # fmt: skip
-    ctx = pages.fleet_context(result)
+    ctx = fleet.fleet_context(result)
     assert ctx["threshold_groups"] == ["g1", "g2"]
     assert ctx["thresholds"] == [
         {"name": "fan_warning_pct", "limits": ["95", "90"]},
@@ -176,7 +176,7 @@ def test_the_timeline_puts_each_batch_at_its_time_and_names_the_unstarted() -> N
                     phases_s={"kubernetes_before": 2.0, "ansible": 3.0}),
         BatchRecord(2, rollout.BATCH, ["f"]),
     ]  # fmt: skip
-    rows = pages.timeline_rows(ro.to_dict())
+    rows = nodeupdate.timeline_rows(ro.to_dict())
     assert [r["label"] for r in rows] == [
         "pre-flight and plan (check mode)",
         "canary 0: a (done)",
@@ -190,8 +190,8 @@ def test_the_timeline_puts_each_batch_at_its_time_and_names_the_unstarted() -> N
         [0.0, 2.0, 3.0, 0.0],
         [0.0, 0.0, 0.0, 0.0],  # never started: a label, no bar
     ]
-    chart = pages._timeline_chart(ro.to_dict())
+    chart = nodeupdate._timeline_chart(ro.to_dict())
     assert chart is not None and "batch 2: f (not-started)" in chart.svg
     assert "<script" not in chart.svg and "style=" not in chart.svg.replace("pg-hidden", "")
     ro.check = True
-    assert pages._timeline_chart(ro.to_dict()) is None  # a plan has no times to draw
+    assert nodeupdate._timeline_chart(ro.to_dict()) is None  # a plan has no times to draw

@@ -79,3 +79,63 @@ def test_batch_headroom_honours_the_reserve_and_pods_to_move() -> None:
     assert not rollout.batch_headroom(nodes, pods, ["n1"], reserve=13).fits
     # nothing left to move to
     assert not rollout.batch_headroom(nodes[:2], pods, ["n1"]).fits
+
+
+def test_the_canary_is_the_first_host_in_inventory_order() -> None:
+    """The core's stated order: the inventory's, never regrouped (a host of another model
+    listed between two keeps its place: operators order their inventories by rack or site)."""
+    listed = ["gpu-h800-01", "gpu-h800-02", "gpu-a100-01"]
+    assert rollout.rollout_order(listed) == listed
+    plan = rollout.plan(rollout.rollout_order(listed), Policy(canary=1, batch_size=BatchSize(5)))
+    assert (plan[0].kind, plan[0].hosts) == (rollout.CANARY, ("gpu-h800-01",))
+    mixed = ["a1", "h1", "a2", "h1"]
+    assert rollout.rollout_order(mixed) == ["a1", "h1", "a2"]
+    assert rollout.rollout_order([]) == []
+
+
+def test_statuses_are_the_words_of_the_result() -> None:
+    assert [str(s) for s in rollout.HostStatus] == [
+        "changed",
+        "unchanged",
+        "failed",
+        "not-started",
+        "planned",
+    ]
+    assert [str(s) for s in rollout.BatchStatus] == [
+        "not-started",
+        "planned",
+        "done",
+        "failed",
+        "refused",
+    ]
+    assert rollout.NOT_STARTED == rollout.BatchStatus.NOT_STARTED == "not-started"
+
+
+def test_the_run_stops_when_the_failures_spend_the_budget() -> None:
+    run = rollout.Run(Policy(failure_budget=1))
+    assert run.finish([rollout.FAILED, rollout.CHANGED]) == rollout.BatchStatus.FAILED
+    assert run.stopped == "" and run.failed == 1  # within the budget: the next batch starts
+    assert run.finish([rollout.CHANGED, rollout.UNCHANGED]) == rollout.BatchStatus.DONE
+    assert run.finish([rollout.FAILED]) == rollout.BatchStatus.FAILED
+    assert run.stopped == "2 host(s) failed, over the failure budget of 1" and not run.refused
+
+
+def test_a_failed_canary_stops_the_run_with_the_default_budget() -> None:
+    """No rule of its own: the canary's failure counts against the budget like any host's."""
+    run = rollout.Run(Policy())
+    assert run.finish([rollout.FAILED]) == rollout.BatchStatus.FAILED
+    assert run.stopped == "1 host(s) failed, over the failure budget of 0"
+    assert rollout.not_started(run.stopped) == (
+        "not started: 1 host(s) failed, over the failure budget of 0"
+    )
+
+
+def test_the_headroom_gate_and_a_failed_plan_stop_the_run() -> None:
+    run = rollout.Run(Policy(failure_budget=5))
+    assert run.refuse(2, "only 3 stay free") == rollout.BatchStatus.REFUSED
+    assert run.refused and run.stopped == "headroom gate refused batch 2: only 3 stay free"
+    planned = rollout.Run(Policy())
+    planned.plan_failed([])
+    assert planned.stopped == ""
+    planned.plan_failed(["h1", "h2"])
+    assert planned.stopped == "the plan (check mode) failed on h1, h2" and not planned.refused

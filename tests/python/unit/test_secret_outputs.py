@@ -96,7 +96,7 @@ def test_the_jenkins_url_is_never_shown_with_its_password(replay: Replay, tmp_pa
     url = replay.url.replace("http://", f"http://admin:{PW}@") + "/"
     out = jenkinsjobs.apply(
         ApplyRequest(str(config), url, USER, check=True), choices_for=lambda req, rel: CHOICES
-    )
+    ).result
     assert not replay.problems, replay.problems
     assert [j.action for j in out.jobs] == ["would-create"] * len(JOBS)
     assert out.to_dict()["jenkins"] == replay.url + "/"
@@ -316,8 +316,8 @@ def test_a_junit_file_and_a_page_never_hold_a_secret_in_any_escaping(
 ) -> None:
     """Rendered by the real renderers: ElementTree (text and attributes) and Jinja2."""
     from gpuops import fsio
+    from gpuops.core.junit import Case, junit_xml
     from gpuops.render.html import releases
-    from gpuops.render.junit import Case, junit_xml
 
     monkeypatch.setenv("GPUOPS_REGISTRY_PASSWORD", ODD_SECRET)
     junit = junit_xml(f"suite {ODD_SECRET}", [Case(f"case {ODD_SECRET}", "c", 1.0,

@@ -7,7 +7,7 @@ list so the registry never down-converts a manifest (which would change its dige
 every failure must become a gpu-ops error built from our own words. The Python OCI clients
 (``oras``) pull in ``requests`` and a JSON-schema stack for no gain here, and a CLI cannot
 start quickly with them; the command-line tools (oras, skopeo, crane) would mean a second
-binary on every agent. See the README.
+binary on every agent. See docs/IMAGES.md.
 """
 
 from __future__ import annotations

@@ -5,25 +5,46 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from gpuops.cli.options import by_old_key, global_options, old_keys
 from gpuops.cli.types import check_param_value
 from gpuops.contract import load_params
 from gpuops.core.values import key_shown
 from gpuops.errors import GpuOpsError, InvalidInput
 
+if TYPE_CHECKING:
+    from gpuops.usecases.outcome import Outcome as UseCaseOutcome
+
 
 @dataclass
-class Outcome:
+class Shown:
     """What a command returns: machine data (the JSON result), its human rendering, and,
     when the operation ran but the answer is no (a refused gate, failed hosts), the error
-    that sets the exit code. ``data`` is the ``result`` of the result or error document."""
+    that sets the exit code. ``data`` is the ``result`` of the result or error document.
+    A command builds it with :func:`show` from its use case's outcome: the verdict (the
+    ``error``) is the use case's, never the CLI's."""
 
     data: Mapping[str, Any]
     text: str = ""
     error: GpuOpsError | None = None
+    verdict: str | None = None  # the use case's verdict word, for the error document
+
+
+#: The old name of :class:`Shown` (commands not yet converted, the lab's commands).
+Outcome = Shown
+
+
+def show(outcome: UseCaseOutcome[Any], text: str, data: Mapping[str, Any] | None = None) -> Shown:
+    """Map a use case's outcome and its rendered ``text`` to what the command returns: ok is
+    exit 0 with the result document; refused (3), failed (1, or the error's own code) and
+    partial (1) are the error document, its ``result`` the same data. ``data`` defaults to
+    the outcome's JSON form (files the use case wrote are in it, e.g. its ``report``)."""
+    return Shown(
+        outcome.to_dict() if data is None else data, text, outcome.problem, outcome.verdict.value
+    )
 
 
 @dataclass
@@ -32,6 +53,7 @@ class Runtime:
 
     output: str = "text"
     debug: bool = False
+    verbose: int = 0
     params_file: str | None = None
     result_file: str | None = None
     error_file: str | None = None
@@ -58,7 +80,9 @@ class GpuOpsCommand(click.Command):
             if runtime.params_file:
                 params = load_params(runtime.params_file)
                 options = _options(self)
-                unknown = sorted(set(params) - set(options))
+                # a renamed option still takes its old key (check for dry_run)
+                known = {**{k: o for o in options.values() for k in old_keys(o)}, **options}
+                unknown = sorted(set(params) - set(known))
                 if unknown:
                     raise InvalidInput(
                         f"unknown parameter(s) {', '.join(key_shown(k) for k in unknown[:5])}"
@@ -66,10 +90,23 @@ class GpuOpsCommand(click.Command):
                         hint=f"known parameters: {', '.join(sorted(options))}",
                     )
                 for key, value in params.items():
-                    _check_param(ctx, options[key], key, value)
+                    _check_param(ctx, known[key], key, value)
+                params = by_old_key(options, params)
                 ctx.default_map = {**(ctx.default_map or {}), **params}
                 runtime.params_used = params
         return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        """The command's options, then ``-o/--output`` and ``-v/--verbose``: accepted after
+        the command as before it. They are no options of the command itself (not in
+        ``describe``, no JSON parameter keys)."""
+        own = super().get_params(ctx)
+        taken = {opt for p in own for opt in p.opts}
+        extra = [g for g in global_options() if not taken & set(g.opts)]
+        help_option = self.get_help_option(ctx)
+        if help_option is not None and own[-1:] == [help_option]:  # --help stays last
+            return [*own[:-1], *extra, help_option]
+        return own + extra
 
 
 def _check_param(ctx: click.Context, option: click.Option, key: str, value: Any) -> None:
@@ -88,11 +125,11 @@ class GpuOpsGroup(click.Group):
     group_class = type
 
 
-def pass_runtime(f: Callable[..., Outcome]) -> Callable[..., Outcome]:
+def pass_runtime(f: Callable[..., Shown]) -> Callable[..., Shown]:
     """Give a command the :class:`Runtime` as its first argument."""
 
     @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Outcome:
+    def wrapper(*args: Any, **kwargs: Any) -> Shown:
         runtime = click.get_current_context().find_object(Runtime)
         assert runtime is not None  # noqa: S101 - set by the root group
         return f(runtime, *args, **kwargs)

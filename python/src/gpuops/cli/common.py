@@ -11,7 +11,7 @@ import click
 
 from gpuops.cli.types import Text
 from gpuops.core.values import shown
-from gpuops.errors import GpuOpsError, InvalidInput
+from gpuops.errors import InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,23 +75,11 @@ def report_dir_option(what: str) -> Callable[[F], F]:
     )
 
 
-def write_report(
-    data: dict[str, Any], out: Path, kind: str, full: Callable[[], Mapping[str, Any]]
-) -> str:
-    """Render the ``kind`` page of ``full()`` into ``out``; record the outcome in
-    ``data["report"]``. A report that cannot be written is said beside the result and never
-    changes the command's verdict or exit code."""
-    from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
-
-    try:
-        written = reports.render(
-            reports.ReportRequest(kind, out, out, option="report_dir"), result=full()
-        )
-    except GpuOpsError as exc:
-        data["report"] = {"status": "failed", "detail": exc.message}
-        return f"report not written: {exc.message}"
-    data["report"] = {"status": "written", **written.to_dict()}
-    return f"{kind} report: {written.written.page}"
+def report_line(report: Mapping[str, Any]) -> str:
+    """The text line for a result's ``report`` (the page written beside it, or why not)."""
+    if report.get("status") == "written":
+        return f"{report['kind']} report: {report['page']}"
+    return f"report not written: {report.get('detail', '')}"
 
 
 def env_name(value: str) -> str:
@@ -150,7 +138,10 @@ def docker_host(value: str) -> str:
 def registry_options(f: F) -> F:
     """``--plain-http``, ``--registry-ca`` and the credential variable names, handed to the
     command as ``access`` (a :class:`gpuops.usecases.images.registryops.RegistryAccess`)."""
-    from gpuops.adapters.registry import PASSWORD_ENV, USERNAME_ENV  # noqa: PLC0415 - stdlib only
+    # stdlib only (no Docker SDK): the use case's defaults name the credential variables
+    from gpuops.usecases.images.registryops import RegistryAccess  # noqa: PLC0415
+
+    default = RegistryAccess()
 
     @functools.wraps(f)
     def wrapper(
@@ -161,8 +152,6 @@ def registry_options(f: F) -> F:
         registry_password_env: str,
         **kwargs: Any,
     ) -> Any:
-        from gpuops.usecases.images.registryops import RegistryAccess  # noqa: PLC0415
-
         access = RegistryAccess(
             plain_http, registry_ca, registry_username_env, registry_password_env
         )
@@ -183,14 +172,14 @@ def registry_options(f: F) -> F:
         ),
         click.option(
             "--registry-username-env",
-            default=USERNAME_ENV,
+            default=default.username_env,
             show_default=True,
             type=Text("env", env_name),
             help="Environment variable holding the registry user name.",
         ),
         click.option(
             "--registry-password-env",
-            default=PASSWORD_ENV,
+            default=default.password_env,
             show_default=True,
             type=Text("env", env_name),
             help="Environment variable holding the registry password or token.",

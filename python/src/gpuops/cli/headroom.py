@@ -1,7 +1,7 @@
 """``gpuops headroom``: free GPU capacity per node class, a release gate, and explanations.
 
 Each command parses its options into typed input, calls one use case
-(:mod:`gpuops.usecases.headroom`) and renders its result.
+(:mod:`gpuops.usecases.headroom`), which decides the verdict, and renders its result.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import Any
 
 import click
 
-from gpuops.adapters import webhook
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown, show
 from gpuops.cli.common import (
     cluster_options,
+    env_name,
     http_url,
     namespace_option,
     report_dir_option,
-    write_report,
+    report_line,
 )
 from gpuops.cli.types import Integer, Structured, Text, shown
 from gpuops.core import headroom as core
@@ -32,7 +32,7 @@ from gpuops.core.kubeinput import (
     qualified_name,
 )
 from gpuops.core.kubemodel import Placement
-from gpuops.errors import GateRefused, InvalidInput
+from gpuops.errors import InvalidInput
 from gpuops.usecases import headroom as usecase
 from gpuops.usecases.cluster import Cluster
 
@@ -46,14 +46,6 @@ _KINDS = {
     "job": "job",
     "jobs": "job",
 }
-
-
-def _env_name(value: str) -> str:
-    if not value.isascii() or not (value[:1].isalpha() or value[:1] == "_"):
-        raise InvalidInput(f"{shown(value)} is not an environment variable name")
-    if not value.replace("_", "a").isalnum():
-        raise InvalidInput(f"{shown(value)} is not an environment variable name")
-    return value
 
 
 _group_by = click.option(
@@ -125,9 +117,9 @@ def headroom() -> None:
 @cluster_options
 @click.option(
     "--webhook-url-env",
-    default=webhook.DEFAULT_ENV,
+    default=usecase.WEBHOOK_ENV,
     show_default=True,
-    type=Text("env", _env_name),
+    type=Text("env", env_name),
     help="Environment variable holding the webhook URL notified on shortage.",
 )
 @click.option(
@@ -157,7 +149,7 @@ def check(
     link: str | None,
     show_nodes: bool,
     report_dir: Path | None,
-) -> Outcome:
+) -> Shown:
     """Does a workload shape fit now? Exit 3 (gate refused) when it does not."""
     from gpuops.render.headroom import headroom_table  # noqa: PLC0415
 
@@ -172,25 +164,17 @@ def check(
         policy=core.Policy(reserve, reserve_per_class or {}, group_by),
         cluster=cluster,
         notify=usecase.Notify(webhook_url_env, link),
+        show_nodes=show_nodes,
+        report_dir=report_dir,
     )
     outcome = usecase.check(request)
-    result = outcome.result
-    data = outcome.to_dict(with_nodes=show_nodes)
-    text = headroom_table(result, with_nodes=show_nodes)
-    if report_dir is not None:
-        text += "\n" + write_report(
-            data, report_dir, "capacity", lambda: outcome.to_dict(with_nodes=True)
-        )
-    if result.fits:
-        return Outcome(data, text)
-    if outcome.notification is not None and outcome.notification.status == "failed":
-        text += f"\nnotification not delivered: {outcome.notification}"
-    refusal = GateRefused(
-        result.message,
-        hint="free GPUs on the wanted class, lower the reserve, or relax the node selector; "
-        "'gpuops headroom explain' says why a pending pod does not fit",
-    )
-    return Outcome(data, text, error=refusal)
+    checked = outcome.result
+    text = headroom_table(checked.result, with_nodes=show_nodes)
+    if checked.report is not None:
+        text += "\n" + report_line(checked.report.to_dict())
+    if checked.notification is not None and checked.notification.status == "failed":
+        text += f"\nnotification not delivered: {checked.notification}"
+    return show(outcome, text)
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -218,20 +202,24 @@ def explain(
     group_by: str,
     cluster: Cluster,
     all_nodes: bool,
-) -> Outcome:
-    """Why a pending pod (or a Deployment's / Job's pending pods) does not fit, per node."""
+) -> Shown:
+    """Why a pending pod (or a Deployment's / Job's pending pods) does not fit, per node.
+
+    TARGET is pod/NAME, deployment/NAME, job/NAME or just NAME (a pod), as kubectl writes
+    them (po/, deploy/ and the plurals too), in --namespace."""
     from gpuops.render.headroom import explanation  # noqa: PLC0415
 
     kind, name = target
     outcome = usecase.explain(
         usecase.ExplainRequest(kind, name, namespace, group_by, cluster=cluster)
     )
-    if outcome.explanation is None:
-        return Outcome(outcome.to_dict(), outcome.nothing_pending())
-    text = explanation(outcome.explanation, all_nodes=all_nodes)
-    if len(outcome.pending) > 1:
+    found = outcome.result
+    if found.explanation is None:
+        return show(outcome, found.nothing_pending())
+    text = explanation(found.explanation, all_nodes=all_nodes)
+    if len(found.pending) > 1:
         text = (
-            f"{outcome.target}: {len(outcome.pending)} pending pods; "
-            f"explaining {outcome.pending[0].pod.key}\n{text}"
+            f"{found.target}: {len(found.pending)} pending pods; "
+            f"explaining {found.pending[0].pod.key}\n{text}"
         )
-    return Outcome(outcome.to_dict(), text)
+    return show(outcome, text)

@@ -1,7 +1,8 @@
 """``gpuops image``: build and record an image, move tags by manifest, inspect, and the
 CUDA-vs-driver gate. Each command parses its options, calls one use case
-(:mod:`gpuops.usecases.images`) and renders the result; heavy libraries are imported only by
-the use case that needs them (``image tag`` imports neither Docker nor Kubernetes).
+(:mod:`gpuops.usecases.images`), which decides the verdict, and renders the result; heavy
+libraries are imported only by the use case that needs them (``image tag`` imports neither
+Docker nor Kubernetes).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown, show
 from gpuops.cli.common import cluster_options, docker_host, http_url, registry_options
 from gpuops.cli.types import Integer, Structured, Text
 from gpuops.core.imageref import (
@@ -24,7 +25,7 @@ from gpuops.core.imageref import (
     parse_reference,
     parse_repository,
 )
-from gpuops.errors import GateRefused, InvalidInput
+from gpuops.errors import InvalidInput
 
 if TYPE_CHECKING:
     from gpuops.core.cuda import Version
@@ -112,7 +113,7 @@ def image() -> None:
 @click.option(
     "--build-number",
     type=Text("tag", lambda v: check_tag(v, "build number")),
-    help="CI build number: becomes a tag (S-19) and the default image version.",
+    help="CI build number: becomes a tag and the default image version.",  # S-19
 )
 @click.option(
     "--git-revision",
@@ -145,14 +146,14 @@ def image() -> None:
 @click.option(
     "--cleanup",
     is_flag=True,
-    help="Afterwards remove the local tags, images and cache layers this build made (S-36).",
+    help="Afterwards remove the local tags, images and cache layers this build made.",  # S-36
 )
 @click.option(
     "--timeout",
     type=Integer(min=1, max=86_400),
     default=1800,
     show_default=True,
-    help="Seconds the build and push may take together (S-21).",
+    help="Seconds the build and push may take together.",  # S-21
 )
 @click.option(
     "--record-file",
@@ -193,16 +194,16 @@ def build(
     docker_host: str | None,
     docker_api_version: str | None,
     access: Any,
-) -> Outcome:
+) -> Shown:
     """Build an image, tag it by build number and revision, push it and record its digest."""
     from gpuops.core.imageref import build_tags  # noqa: PLC0415
-    from gpuops.logs import redacted  # noqa: PLC0415
+    from gpuops.logs import progress_line  # noqa: PLC0415
     from gpuops.render.images import build_summary  # noqa: PLC0415
     from gpuops.usecases.images.build import BuildRequest  # noqa: PLC0415
     from gpuops.usecases.images.build import build as run_build  # noqa: PLC0415
 
     def on_line(line: str) -> None:  # the secrets known now: the registry's are read later
-        click.echo(redacted(line), err=True)
+        click.echo(progress_line(line), err=True)  # after its time, as every progress line
 
     request = BuildRequest(
         image=image,
@@ -225,8 +226,8 @@ def build(
         docker_api_version=docker_api_version,
         access=access,
     )
-    record = run_build(request, on_line)
-    return Outcome(record.to_dict(), build_summary(record))
+    outcome = run_build(request, on_line)
+    return show(outcome, build_summary(outcome.result))
 
 
 @image.command()
@@ -243,19 +244,19 @@ def build(
     help="Tag to add or move: a tag (same repository) or registry/repo:tag (same registry).",
 )
 @registry_options
-def tag(source: ImageRef, target: str, access: Any) -> Outcome:
+def tag(source: ImageRef, target: str, access: Any) -> Shown:
     """Add or move a tag by copying the manifest in the registry (no layer moves)."""
     from gpuops.core.imageref import parse_target  # noqa: PLC0415
     from gpuops.render.images import tag_move  # noqa: PLC0415
-    from gpuops.usecases.images.registryops import copy_tag  # noqa: PLC0415
+    from gpuops.usecases.images.registryops import move_tag  # noqa: PLC0415
 
     try:
         dst = parse_target(target, source)
     except InvalidInput as exc:
         exc.field = "target"
         raise
-    data = copy_tag(source, dst, access).to_dict()
-    return Outcome(data, tag_move(data))
+    outcome = move_tag(source, dst, access)
+    return show(outcome, tag_move(outcome.to_dict()))
 
 
 @image.command()
@@ -271,13 +272,13 @@ def inspect(
     image: ImageRef,
     platform: str | None,
     access: Any,
-) -> Outcome:
+) -> Shown:
     """Digest, labels, CUDA version, size and creation time of an image in its registry."""
     from gpuops.render.images import inspection  # noqa: PLC0415
-    from gpuops.usecases.images.registryops import inspect as run_inspect  # noqa: PLC0415
+    from gpuops.usecases.images.registryops import inspect_image  # noqa: PLC0415
 
-    data = run_inspect(image, access, platform or "linux/amd64").to_dict()
-    return Outcome(data, inspection(data))
+    outcome = inspect_image(image, access, platform or "linux/amd64")
+    return show(outcome, inspection(outcome.to_dict()))
 
 
 @image.command()
@@ -313,7 +314,7 @@ def compat(
     platform: str | None,
     access: Any,
     cluster: Cluster,
-) -> Outcome:
+) -> Shown:
     """Can every node of a class run the image's CUDA? Exit 3 naming the nodes that cannot."""
     from gpuops.render.images import compat_table  # noqa: PLC0415
     from gpuops.usecases.images.compat import CompatRequest  # noqa: PLC0415
@@ -330,19 +331,4 @@ def compat(
             cluster=cluster,
         )
     )
-    data = outcome.to_dict()
-    text = compat_table(data)
-    if outcome.ok:
-        return Outcome(data, text)
-    return Outcome(
-        data,
-        text,
-        error=GateRefused(
-            outcome.message,
-            hint="fix the image's com.nvidia.cuda.version label / CUDA_VERSION (e.g. 12.8.1), "
-            "or state the version with --cuda-version"
-            if outcome.unreadable
-            else "upgrade the drivers of the nodes named (gpuops nodes update), pick another "
-            "class, or build on an older CUDA base image",
-        ),
-    )
+    return show(outcome, compat_table(outcome.to_dict()))

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown, show
 from gpuops.cli.common import cluster_options, env_name, server_url
+from gpuops.cli.options import renamed
 from gpuops.cli.types import Text
 from gpuops.core.releaseconfig import DEFAULT_FILE
 from gpuops.usecases.cluster import Cluster
@@ -47,17 +48,25 @@ def jenkins() -> None:
     type=Text("env", env_name),
     help="Environment variable holding the user's API token (never an argument).",
 )
-@click.option("--check", is_flag=True, help="Print what would change (a diff); change nothing.")
+@renamed(
+    "--dry-run",
+    "--check",
+    "dry_run",
+    hidden=["--check"],
+    keys=["check"],
+    is_flag=True,
+    help="Print what would change (a diff); change nothing.",
+)
 @cluster_options
 def apply(
-    config: str, url: str, user: str | None, token_env: str, check: bool, cluster: Cluster
-) -> Outcome:
+    config: str, url: str, user: str | None, token_env: str, dry_run: bool, cluster: Cluster
+) -> Shown:
     """Create or update the build, release and rollback jobs (idempotent)."""
     from gpuops.render.jenkinsjobs import apply_text  # noqa: PLC0415
     from gpuops.usecases import jenkinsjobs  # noqa: PLC0415
 
     request = jenkinsjobs.ApplyRequest(
-        config, url, user, token_env, check, cluster.kubeconfig, cluster.context
+        config, url, user, token_env, dry_run, cluster.kubeconfig, cluster.context
     )
-    out = jenkinsjobs.apply(request)
-    return Outcome(out.to_dict(), apply_text(out))
+    outcome = jenkinsjobs.apply(request)
+    return show(outcome, apply_text(outcome.result))

@@ -8,6 +8,7 @@ group (the lab package adds ``gpuops lab``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from gpuops import __version__, fsio
-from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime
+from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, Shown
+from gpuops.cli.options import OUTPUT_HELP, OUTPUTS, VERBOSE_HELP
 from gpuops.contract import (
     ERROR_ENV,
     PARAMS_ENV,
@@ -29,7 +32,6 @@ from gpuops.contract import (
     result_document,
     write_document,
 )
-from gpuops.core.values import without_userinfo
 from gpuops.errors import (
     ExitCode,
     GpuOpsError,
@@ -38,7 +40,8 @@ from gpuops.errors import (
     OperationFailed,
     error_categories,
 )
-from gpuops.logs import configure_logging, redact, secret_values
+from gpuops.logs import configure_logging, redact, secret_values, without_userinfo
+from gpuops.usecases import reports
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +69,12 @@ def _exit_code_help() -> str:
     )
 
 
+@functools.cache
 def plugin_commands() -> dict[str, str]:
-    """Command groups other installed distributions add: name -> "module:attribute"."""
+    """Command groups other installed distributions add: name -> "module:attribute".
+
+    Scanning the installed distributions' entry points takes tens of milliseconds, so it is
+    done only for a name that is not a product command (and ``--help``), once per process."""
     from importlib.metadata import entry_points  # noqa: PLC0415 - only when listing commands
 
     return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in COMMANDS}
@@ -117,13 +124,15 @@ class RootGroup(GpuOpsGroup):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option(
+    "-o",
     "--output",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(OUTPUTS),
     default="text",
     envvar="GPUOPS_OUTPUT",
     show_default=True,
-    help="json prints one stable JSON document on stdout (result) or stderr (error).",
+    help=OUTPUT_HELP + " Also after the command: gpuops headroom check ... -o json.",
 )
+@click.option("-v", "--verbose", count=True, help=VERBOSE_HELP + " Also after the command.")
 @click.option("--debug", is_flag=True, help="Log debug messages and show tracebacks.")
 @click.option("--version", is_flag=True, help="Print the version and exit.")
 @click.option(
@@ -148,6 +157,7 @@ class RootGroup(GpuOpsGroup):
 def cli(
     ctx: click.Context,
     output: str,
+    verbose: int,
     debug: bool,
     version: bool,
     params_file: str | None,
@@ -159,11 +169,14 @@ def cli(
     Drives Ansible against GPU nodes, the Kubernetes API, the image builder and the
     registry; the gpu-ops Jenkins library calls it with JSON parameters.
     """
+    presumed = isinstance(ctx.obj, Runtime)  # run() read the argv: -o after the command too
     runtime = ctx.ensure_object(Runtime)
-    runtime.output, runtime.debug = output, debug
+    if not presumed or ctx.get_parameter_source("output") is ParameterSource.COMMANDLINE:
+        runtime.output = output
+    runtime.debug, runtime.verbose = debug, verbose
     runtime.params_file = params_file or None
     runtime.result_file, runtime.error_file = result_file or None, error_file or None
-    configure_logging(debug)
+    configure_logging(debug, verbose)
     if version:
         runtime.command = "version"
         return Outcome({"version": __version__}, f"gpuops {__version__}")
@@ -199,7 +212,7 @@ def _check_writable(what: str, path: str | None) -> None:
         )
 
 
-def _emit(runtime: Runtime, outcome: Outcome) -> None:
+def _emit(runtime: Runtime, outcome: Shown) -> None:
     if runtime.result_file:
         try:
             write_document(
@@ -235,14 +248,19 @@ def _redacted(text: str) -> str:
     return redact_text(text)
 
 
-def _fail(runtime: Runtime, error: GpuOpsError, outcome: Outcome | None = None) -> int:
+def _fail(runtime: Runtime, error: GpuOpsError, outcome: Shown | None = None) -> int:
     """Report ``error``: the error document (with the operation's ``result`` when it ran,
     e.g. a refused gate's numbers) to the error file and, as asked, stderr."""
     secrets = secret_values()
     # no URL in a message keeps its user:password@, whoever built the message
     error.message = redact(without_userinfo(error.message), secrets)
     error.hint = redact(without_userinfo(error.hint), secrets) if error.hint else error.hint
-    doc = error_document(runtime.command, error, outcome.data if outcome else None)
+    doc = error_document(
+        runtime.command,
+        error,
+        outcome.data if outcome else None,
+        outcome.verdict if outcome and outcome.error is error else None,
+    )
     if runtime.error_file:
         try:
             write_document(runtime.error_file, doc, option="error_file")
@@ -268,17 +286,25 @@ def _presumed_runtime(argv: Sequence[str]) -> Runtime:
     )
     args = list(argv)
     for i, arg in enumerate(args):
-        if arg == "--output" and i + 1 < len(args):
+        if arg == "--":  # what follows is arguments, no options
+            break
+        if arg in ("--output", "-o") and i + 1 < len(args):  # before or after the command
             runtime.output = args[i + 1]
         elif arg.startswith("--output="):
             runtime.output = arg.partition("=")[2]
+        elif arg.startswith("-o") and not arg.startswith("--"):  # -ojson
+            runtime.output = arg[2:]
         elif arg == "--error-file" and i + 1 < len(args):
             runtime.error_file = args[i + 1]
         elif arg.startswith("--error-file="):
             runtime.error_file = arg.partition("=")[2]
         elif arg == "--debug":
             runtime.debug = True
-    if runtime.output not in ("text", "json"):
+        elif arg == "--verbose":
+            runtime.verbose += 1
+        elif len(arg) > 1 and arg[0] == "-" and set(arg[1:]) == {"v"}:  # -v, -vv
+            runtime.verbose += len(arg) - 1
+    if runtime.output not in OUTPUTS:
         runtime.output = "text"
     return runtime
 
@@ -291,16 +317,23 @@ def _usage_error(exc: click.UsageError) -> InvalidInput:
     return InvalidInput(exc.format_message(), hint=hint, field=field)
 
 
+def _html_pages() -> reports.Pages:
+    from gpuops.render.html.pages import PAGES  # noqa: PLC0415 - when a page is written
+
+    return PAGES
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run gpuops with ``argv`` and return its exit code (no ``sys.exit``)."""
+    reports.install_pages(_html_pages)  # the use cases write the pages; the CLI has them
     args = list(sys.argv[1:] if argv is None else argv)
     runtime = _presumed_runtime(args)
-    outcome: Outcome | None = None
+    outcome: Shown | None = None
     try:
         result = cli.main(args=args, prog_name="gpuops", standalone_mode=False, obj=runtime)
         if isinstance(result, int):  # --help and friends under standalone_mode=False
             return result
-        if isinstance(result, Outcome):
+        if isinstance(result, Shown):  # the verdict is the use case's (cli.base.show)
             outcome = result
             if outcome.error is not None:
                 return _fail(runtime, outcome.error, outcome)

@@ -1,25 +1,27 @@
 """``gpuops nodes``: roll changes over GPU nodes, inspect their health, label them.
 
-Each command parses its options, calls one use case (:mod:`gpuops.usecases.nodes`) and
-renders its result. Heavy libraries (ansible, ansible-runner, kubernetes) load in the use
-cases, on first use.
+Each command parses its options, calls one use case (:mod:`gpuops.usecases.nodes`), which
+decides the verdict and writes the files, and renders its result. Heavy libraries (ansible,
+ansible-runner, kubernetes) load in the use cases, on first use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome
-from gpuops.cli.common import cluster_options, env_name, http_url, write_report
+from gpuops.cli.base import GpuOpsGroup, Shown, show
+from gpuops.cli.common import cluster_options, env_name, http_url, report_line
+from gpuops.cli.options import renamed
 from gpuops.cli.types import Choice, Integer, Text
+from gpuops.core.headroom import DEFAULT_RESOURCE
 from gpuops.core.kubeinput import extended_resource
 from gpuops.core.rollout import BatchSize, parse_batch_size
 from gpuops.core.values import shown
-from gpuops.errors import GateRefused, InvalidInput, Unreachable
+from gpuops.errors import InvalidInput
+from gpuops.usecases.headroom import WEBHOOK_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,7 +62,7 @@ def inventory_options(f: F) -> F:
                 "--inventory",
                 required=True,
                 type=Text("path"),
-                help="Ansible inventory (file or folder with group_vars), S-6/S-27.",
+                help="Ansible inventory (file or folder with group_vars).",  # S-6, S-27
             ),
             click.option(
                 "-l",
@@ -112,7 +114,9 @@ def nodes() -> None:
     default="all",
     show_default=True,
     type=Choice(list(CHANGES)),
-    help="What to change: node-init (S-11, S-12), driver (S-13..S-15) or all.",
+    # node-init: S-11, S-12; driver: S-13..S-15
+    help="What to change: node-init (host set-up: hostname, time, kernel, ssh, agents), "
+    "driver (the NVIDIA driver) or all.",
 )
 @click.option(
     "--canary",
@@ -144,7 +148,7 @@ def nodes() -> None:
 )
 @click.option(
     "--resource",
-    default="nvidia.com/gpu",
+    default=DEFAULT_RESOURCE,
     show_default=True,
     type=Text("resource", lambda v: extended_resource(v, "resource")),
     help="Extended resource of the GPUs.",
@@ -179,7 +183,14 @@ def nodes() -> None:
 )
 @click.option("--no-kube", is_flag=True, help="The hosts are no Kubernetes nodes: no drain.")
 @cluster_options
-@click.option("--check", is_flag=True, help="Show the plan and the diff; change nothing.")
+@renamed(
+    "--dry-run",
+    "--check",
+    "dry_run",
+    keys=["check"],
+    is_flag=True,
+    help="Show the plan and the diff; change nothing (--check as in ansible-playbook).",
+)
 @click.option(
     "--artifacts-dir",
     type=Text("path"),
@@ -209,11 +220,11 @@ def update(
     ready_timeout: int,
     no_kube: bool,
     cluster: Any,
-    check: bool,
+    dry_run: bool,
     artifacts_dir: str | None,
     known_hosts: str | None,
     learn_host_keys: bool,
-) -> Outcome:
+) -> Shown:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
     Exit 1 when hosts failed (the report says which changed, failed and never started),
@@ -235,19 +246,17 @@ def update(
                 resource, reserve, gpu_pods_timeout, on_timeout, drain_timeout, ready_timeout
             ),
             cluster=None if no_kube else cluster,
-            check=check,
+            check=dry_run,
             artifacts_dir=artifacts_dir,
             forks=parallel,
             known_hosts=known_hosts,
             learn_host_keys=learn_host_keys,
         )
     )
-    doc = outcome.rollout.to_dict()
-    text = update_text(doc)
-    folder = doc["artifacts"].get("folder")
-    if folder:  # the page beside update.json, for people (Jenkins archives the folder)
-        text += "\n" + write_report(doc, Path(folder), "node-update", lambda: dict(doc))
-    return Outcome(doc, text, error=outcome.error)
+    text = update_text(outcome.to_dict())
+    if outcome.result.report is not None:
+        text += "\n" + report_line(outcome.result.report)
+    return show(outcome, text)
 
 
 @nodes.command()
@@ -275,7 +284,7 @@ def update(
 )
 @click.option(
     "--webhook-url-env",
-    default="GPUOPS_WEBHOOK_URL",
+    default=WEBHOOK_ENV,
     show_default=True,
     type=Text("env", env_name),
     help="Environment variable holding the webhook URL alerted per incident.",
@@ -299,8 +308,9 @@ def inspect(
     link: str | None,
     alert_state: str | None,
     known_hosts: str | None,
-) -> Outcome:
-    """Health of every GPU node: per GPU and per host, thresholds per group (S-16).
+) -> Shown:
+    # S-16
+    """Health of every GPU node: per GPU and per host, thresholds per group.
 
     Exit 3 when a critical threshold is crossed (each new incident alerted to the webhook
     once), 4 when hosts could not be inspected, 0 otherwise."""
@@ -322,31 +332,10 @@ def inspect(
             known_hosts=known_hosts,
         )
     )
-    doc = outcome.to_dict()
-    text = inspect_text(doc)
-    if report_dir:
-        text += "\n\n" + write_report(doc, Path(report_dir), "fleet", lambda: dict(doc))
-    if outcome.critical:
-        return Outcome(
-            doc,
-            text,
-            error=GateRefused(
-                f"critical findings on {len(outcome.critical)} host(s): "
-                f"{', '.join(outcome.critical)}",
-                hint="drain and repair them (see the findings); their Xid actions say what helps",
-            ),
-        )
-    if outcome.unreachable:
-        return Outcome(
-            doc,
-            text,
-            error=Unreachable(
-                f"{len(outcome.unreachable)} host(s) could not be inspected: "
-                f"{', '.join(outcome.unreachable)}",
-                hint="check their management network and ssh",
-            ),
-        )
-    return Outcome(doc, text)
+    text = inspect_text(outcome.to_dict())
+    if outcome.result.report is not None:
+        text += "\n\n" + report_line(outcome.result.report)
+    return show(outcome, text)
 
 
 @nodes.command()
@@ -378,7 +367,7 @@ def label(
     timeout: int,
     dry_run: bool,
     known_hosts: str | None,
-) -> Outcome:
+) -> Shown:
     """GPU facts as node labels (accelerator, gpu-driver, GFD's nvidia.com/*, rack) and taints.
 
     Idempotent; removes only stale labels gpuops set itself."""
@@ -398,16 +387,4 @@ def label(
             known_hosts=known_hosts,
         )
     )
-    doc = outcome.to_dict()
-    down = [h.host for h in outcome.hosts if h.status == "unreachable"]
-    if down:
-        return Outcome(
-            doc,
-            label_text(doc),
-            error=Unreachable(
-                f"{len(down)} host(s) could not be read, their nodes left as they are: "
-                f"{', '.join(down)}",
-                hint="check their management network and ssh",
-            ),
-        )
-    return Outcome(doc, label_text(doc))
+    return show(outcome, label_text(outcome.to_dict()))

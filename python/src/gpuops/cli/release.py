@@ -11,18 +11,22 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, pass_runtime
-from gpuops.cli.common import cluster_options, http_url, report_dir_option, write_report
+from gpuops.cli.base import GpuOpsGroup, Runtime, Shown, pass_runtime, show
+from gpuops.cli.common import cluster_options, http_url, report_dir_option, report_line
+from gpuops.cli.options import renamed
 from gpuops.cli.types import Integer, Text
 from gpuops.core.imageref import check_git_revision, check_tag
 from gpuops.core.kubeinput import dns_label
 from gpuops.core.releaseconfig import DEFAULT_FILE, check_model_version
 from gpuops.core.values import shown
-from gpuops.errors import GpuOpsError, InvalidInput
+from gpuops.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from gpuops.usecases import outcome as uc
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PERSON = re.compile(r"[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,99}")
@@ -75,7 +79,7 @@ def _who_options(f: F) -> F:
 
 
 def _deps(runtime: Runtime) -> Any:
-    from gpuops.logs import redacted  # noqa: PLC0415
+    from gpuops.logs import progress_line  # noqa: PLC0415
     from gpuops.usecases.releases import Deps  # noqa: PLC0415 - heavy imports on use only
     from gpuops.usecases.releases.registry import registry_for  # noqa: PLC0415
 
@@ -83,7 +87,8 @@ def _deps(runtime: Runtime) -> Any:
 
     def say(line: str) -> None:
         if runtime.output == "text":
-            click.echo(f"[{time.monotonic() - start:6.1f}s] {redacted(line)}", err=True)
+            # "2026-12-01T10:52:21Z [  12.3s] ...": the time, then the seconds since the start
+            click.echo(progress_line(f"[{time.monotonic() - start:6.1f}s] {line}"), err=True)
             sys.stderr.flush()
 
     return Deps(registry_for=registry_for, say=say)
@@ -101,11 +106,10 @@ def _who(**kw: Any) -> Any:
     return Who(**kw)
 
 
-def _outcome(result: tuple[Any, GpuOpsError | None]) -> Outcome:
+def _released(outcome: uc.Outcome[Any]) -> Shown:
     from gpuops.render.release import release_text  # noqa: PLC0415
 
-    out, error = result
-    return Outcome(out.to_dict(), release_text(out), error=error)
+    return show(outcome, release_text(outcome.result))
 
 
 @click.group(cls=GpuOpsGroup)
@@ -122,7 +126,7 @@ def release() -> None:
 @click.option(
     "--model",
     type=Text("version", check_model_version),
-    help="Model version to release (S-22): where the environment mounts it; no new image.",
+    help="Model version to release: where the environment mounts it; no new image.",  # S-22
 )
 @click.option(
     "--git-revision",
@@ -141,7 +145,7 @@ def promote(
     git_revision: str | None,
     dry_run: bool,
     **who: Any,
-) -> Outcome:
+) -> Shown:
     """Release TAG (and/or a model version) to an environment. Exit 3 when a gate refuses
     (tag not in the registry, incompatible, no GPU headroom, approval missing, locked); exit 1
     when the rollout failed and the previous release was restored."""
@@ -155,7 +159,7 @@ def promote(
         who=_who(git_revision=git_revision, **who),
         dry_run=dry_run,
     )
-    return _outcome(releases.promote(request, _deps(runtime)))
+    return _released(releases.promote(request, _deps(runtime)))
 
 
 @release.command()
@@ -178,7 +182,7 @@ def rollback(
     to: str | None,
     dry_run: bool,
     **who: Any,
-) -> Outcome:
+) -> Shown:
     """Restore an earlier release from the history: its digest and model version, no rebuild,
     through the same gates, lock and history as a promotion."""
     from gpuops.usecases import releases  # noqa: PLC0415
@@ -189,42 +193,46 @@ def rollback(
     request = RollbackRequest(
         _target(environment, config, cluster), to or "previous", who=_who(**who), dry_run=dry_run
     )
-    return _outcome(releases.rollback(request, _deps(runtime)))
+    return _released(releases.rollback(request, _deps(runtime)))
 
 
 @release.command()
 @_environment_options
-@click.option(
-    "--limit",
+@renamed(
+    "--last",
+    "--limit",  # its old name; --limit is a host pattern everywhere else
+    "last",
+    hidden=["--limit"],
+    keys=["limit"],
     type=Integer(min=1, max=1000),
     default=20,
     show_default=True,
-    help="Newest records shown.",
+    help="Newest records shown: the last N.",
 )
 @report_dir_option("release history page (releases.html)")
 def history(
-    environment: str, config: str, cluster: Any, limit: int, report_dir: Path | None
-) -> Outcome:
+    environment: str, config: str, cluster: Any, last: int, report_dir: Path | None
+) -> Shown:
     """The environment's releases, newest first: what ran, who approved, how it ended;
     ``kubectl rollout history`` shows the same change causes."""
     from gpuops.render.release import history_table  # noqa: PLC0415
     from gpuops.usecases.releases import status as usecase  # noqa: PLC0415
 
-    out = usecase.history(_target(environment, config, cluster), limit)
-    data, text = out.to_dict(), history_table(out)
-    if report_dir is not None:
-        text += "\n" + write_report(data, report_dir, "releases", out.to_dict)
-    return Outcome(data, text)
+    outcome = usecase.history(_target(environment, config, cluster), last, report_dir=report_dir)
+    text = history_table(outcome.result)
+    if outcome.result.report is not None:
+        text += "\n" + report_line(outcome.result.report.to_dict())
+    return show(outcome, text)
 
 
 @release.command()
 @_environment_options
 @pass_runtime
-def status(runtime: Runtime, environment: str, config: str, cluster: Any) -> Outcome:
+def status(runtime: Runtime, environment: str, config: str, cluster: Any) -> Shown:
     """What the environment runs now, its rollout, its lock, and whether its registry tag
     points at it."""
     from gpuops.render.release import status_text  # noqa: PLC0415
     from gpuops.usecases.releases import status as usecase  # noqa: PLC0415
 
-    out = usecase.status(_target(environment, config, cluster), _deps(runtime))
-    return Outcome(out.to_dict(), status_text(out))
+    outcome = usecase.status(_target(environment, config, cluster), _deps(runtime))
+    return show(outcome, status_text(outcome.result))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown, show
 from gpuops.cli.types import Text
 from gpuops.usecases import reports as usecase
 
@@ -35,15 +35,15 @@ def report() -> None:
     """HTML reports for people (and Jenkins' archived-artifact pages)."""
 
 
-def _render(kind: str, input_path: Path, out: Path) -> Outcome:
+def _render(kind: str, input_path: Path, out: Path) -> Shown:
     outcome = usecase.render(usecase.ReportRequest(kind, input_path, out))
-    return Outcome(outcome.to_dict(), f"{kind} report: {outcome.written.page}")
+    return show(outcome, f"{kind} report: {outcome.result.written.page}")
 
 
 @report.command()
 @_input
 @_out
-def capacity(input_path: Path, out: Path) -> Outcome:
+def capacity(input_path: Path, out: Path) -> Shown:
     """GPU capacity per node class from 'gpuops headroom check --show-nodes'."""
     return _render("capacity", input_path, out)
 
@@ -51,7 +51,7 @@ def capacity(input_path: Path, out: Path) -> Outcome:
 @report.command()
 @_input
 @_out
-def fleet(input_path: Path, out: Path) -> Outcome:
+def fleet(input_path: Path, out: Path) -> Shown:
     """GPU fleet health per group and host from 'gpuops nodes inspect'."""
     return _render("fleet", input_path, out)
 
@@ -59,7 +59,7 @@ def fleet(input_path: Path, out: Path) -> Outcome:
 @report.command(name="node-update")
 @_input
 @_out
-def node_update(input_path: Path, out: Path) -> Outcome:
+def node_update(input_path: Path, out: Path) -> Shown:
     """A rolling node update batch by batch, host by host, from 'gpuops nodes update'."""
     return _render("node-update", input_path, out)
 
@@ -67,6 +67,6 @@ def node_update(input_path: Path, out: Path) -> Outcome:
 @report.command()
 @_input
 @_out
-def releases(input_path: Path, out: Path) -> Outcome:
+def releases(input_path: Path, out: Path) -> Shown:
     """An environment's release history from 'gpuops release history'."""
     return _render("releases", input_path, out)

@@ -13,14 +13,15 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
 from gpuops.core.kubemodel import (
     BLOCKING_EFFECTS,
     UNSCHEDULABLE_TAINT,
     Node,
     NodeUsage,
+    PlacementDocument,
     Pod,
     node_class,
     usage_by_node,
@@ -174,6 +175,37 @@ def parse_scheduler_message(message: str) -> tuple[int, Counter[str]] | None:
     return int(m["total"]), counts
 
 
+class NodeFitDocument(TypedDict):
+    """One node's verdict as JSON: :class:`NodeFit`'s fields and whether it fits."""
+
+    name: str
+    node_class: str
+    scheduler_reasons: list[str]
+    failures: dict[str, str]  # kind of check -> detail
+    free: dict[str, int]  # resource -> free amount
+    taint: str
+    dead: list[str]
+    fits: bool
+
+
+class ExplainDocument(TypedDict):
+    """Why a pod does not fit, as JSON."""
+
+    pod: str  # namespace/name
+    owner: str  # Kind/name of the controlling owner, empty for a bare pod
+    requests: dict[str, int]  # resource -> amount
+    placement: PlacementDocument
+    nodes_total: int
+    fits_now: list[str]
+    reasons: dict[str, int]  # the scheduler's reason -> nodes
+    scheduler_message: str
+    summary: str
+    fixes: list[str]
+    nodes: list[NodeFitDocument]
+    event_message: NotRequired[str]  # the scheduler's own FailedScheduling message
+    agrees_with_event: NotRequired[bool | None]  # None: that message could not be read
+
+
 @dataclass
 class ExplainResult:
     pod: Pod
@@ -201,8 +233,8 @@ class ExplainResult:
         ours = Counter({normalize_reason(k): v for k, v in self.counts.items()})
         return total == self.nodes_total and counts == ours
 
-    def to_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+    def to_dict(self) -> ExplainDocument:
+        doc: ExplainDocument = {
             "pod": self.pod.key,
             "owner": self.pod.owner,
             "requests": dict(self.pod.requests),
@@ -213,12 +245,25 @@ class ExplainResult:
             "scheduler_message": self.scheduler_message,
             "summary": self.summary,
             "fixes": list(self.fixes),
-            "nodes": [{**asdict(f), "fits": f.fits} for f in self.nodes],
+            "nodes": [_fit_document(f) for f in self.nodes],
         }
         if self.event_message:
             doc["event_message"] = self.event_message
             doc["agrees_with_event"] = self.agrees_with(self.event_message)
         return doc
+
+
+def _fit_document(f: NodeFit) -> NodeFitDocument:
+    return {
+        "name": f.name,
+        "node_class": f.node_class,
+        "scheduler_reasons": list(f.scheduler_reasons),
+        "failures": dict(f.failures),
+        "free": dict(f.free),
+        "taint": f.taint,
+        "dead": list(f.dead),
+        "fits": f.fits,
+    }
 
 
 def _names(names: Sequence[str]) -> str:

@@ -14,9 +14,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
-from gpuops.core.kubemodel import Node, NodeUsage, Placement, Pod, node_class, usage_by_node
+from gpuops.core.kubemodel import (
+    Node,
+    NodeUsage,
+    Placement,
+    PlacementDocument,
+    Pod,
+    node_class,
+    usage_by_node,
+)
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GROUP_BY = "accelerator"
@@ -92,6 +100,44 @@ class ClassHeadroom:
     pods_placeable: int = 0
 
 
+class QuotaDocument(TypedDict):
+    """A quota limit as JSON: its ``hard`` entry, what is used and what is left."""
+
+    quota: str
+    resource: str
+    hard: int
+    used: int
+    left: int
+
+
+class HeadroomDocument(TypedDict):
+    """The headroom answer as JSON (the core of ``headroom check``'s result)."""
+
+    verdict: Annotated[str, {"enum": ["fits", "shortage"]}]
+    fits: bool
+    message: str
+    resource: str
+    gpus_per_pod: int
+    pods: int
+    gpus_needed: int
+    pods_placeable: int
+    pods_placeable_on_nodes: int
+    namespace: str
+    placement: PlacementDocument
+    group_by: str
+    reserve: int
+    reserve_per_class: dict[str, int]  # node class -> GPUs kept free
+    free_total: int
+    free_usable: int
+    nodes_total: int
+    classes: list[Annotated[dict[str, Any], ClassHeadroom, "asdict"]]
+    nodes: list[Annotated[dict[str, Any], NodeHeadroom, "asdict"]] | None  # --show-nodes
+    excluded: dict[str, int]  # kind of reason -> nodes it keeps out
+    quotas: list[QuotaDocument]
+    shortages: list[str]
+    plan: dict[str, int]  # node class -> pods placed there
+
+
 @dataclass
 class HeadroomResult:
     shape: Shape
@@ -116,7 +162,7 @@ class HeadroomResult:
             return f"fits: {what} can be placed now ({where})"
         return f"shortage: {what}: " + "; ".join(self.shortages)
 
-    def to_dict(self, *, with_nodes: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, with_nodes: bool = False) -> HeadroomDocument:
         """The result for JSON; per-node rows only ``with_nodes`` (2,000 nodes make ~1 MB)."""
         s = self.shape
         return {
@@ -140,7 +186,16 @@ class HeadroomResult:
             "classes": [asdict(c) for c in self.classes],
             "nodes": [asdict(n) for n in self.nodes] if with_nodes else None,
             "excluded": dict(excluded_reasons(self.nodes)),
-            "quotas": [{**asdict(q), "left": q.left} for q in self.quotas],
+            "quotas": [
+                {
+                    "quota": q.quota,
+                    "resource": q.resource,
+                    "hard": q.hard,
+                    "used": q.used,
+                    "left": q.left,
+                }
+                for q in self.quotas
+            ],
             "shortages": list(self.shortages),
             "plan": dict(self.plan),
         }

@@ -9,7 +9,7 @@ import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from gpuops.logs import SECRET_ENV
 
@@ -70,6 +70,36 @@ class StepCount:
             self.cached += 1
 
 
+class BuildRecordDocument(TypedDict):
+    """The build record as JSON: ``--record-file`` and the ``result`` of ``image build``."""
+
+    schema: str  # RECORD_SCHEMA
+    image: str
+    reference: str
+    tags: list[str]
+    digest: str | None
+    media_type: str | None
+    pushed: bool
+    git_revision: str | None
+    build_url: str | None
+    base_image: str
+    cuda_version: str
+    cuda_source: str
+    size_bytes: int | None
+    local_size_bytes: int | None
+    image_id: str
+    created: str
+    labels: dict[str, str]
+    build_args: dict[str, str]
+    target: str | None
+    platform: str | None
+    steps: int
+    cached_steps: int
+    timings_s: dict[str, float]
+    cleanup: dict[str, Any] | None
+    summary: str  # one line for a build description (buildImage sets it)
+
+
 @dataclass
 class BuildRecord:
     """One build, as ``gpuops image build`` writes it (``--record-file``) and returns it."""
@@ -109,7 +139,7 @@ class BuildRecord:
         cuda = f"CUDA {self.cuda_version}" if self.cuda_version != "unknown" else "no CUDA"
         return f"{self.tags[0]} ({short}, {cuda})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BuildRecordDocument:
         return {
             "schema": RECORD_SCHEMA,
             "image": self.image,

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Annotated, TypedDict
 
 #: Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -96,6 +97,23 @@ class Taint:
     def __str__(self) -> str:
         value = f"={self.value}" if self.value else ""
         return f"{self.key}{value}:{self.effect}"
+
+
+class TolerationDocument(TypedDict, total=False):
+    """A toleration as JSON: its non-empty fields (no value for ``Exists``)."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+
+class PlacementDocument(TypedDict):
+    """Where a workload may go, as JSON."""
+
+    node_selector: dict[str, str]
+    node_affinity: list[str] | None  # each required term in words; None: no affinity
+    tolerations: list[Annotated[dict[str, str], TolerationDocument]]
 
 
 @dataclass(frozen=True)
@@ -215,7 +233,7 @@ class Placement:
     def tolerates_unschedulable(self) -> bool:
         return self.tolerates(Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule"))
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> PlacementDocument:
         return {
             "node_selector": dict(self.node_selector),
             "node_affinity": None if self.affinity is None else [str(t) for t in self.affinity],

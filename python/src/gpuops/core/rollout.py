@@ -1,7 +1,19 @@
 """A rolling change of GPU nodes (S-3, S-35): canary first, then batches, a failure budget,
 and before each batch the headroom gate: can the cluster lose this batch's GPUs?
 
-Pure: the use case (:mod:`gpuops.usecases.nodes.update`) feeds it host names, nodes and pods.
+The state machine of a rollout, pure: the use case (:mod:`gpuops.usecases.nodes.update`)
+does the I/O (Ansible, Kubernetes) and asks this module each decision:
+
+- the order (:func:`rollout_order`): the inventory's order, as Ansible lists the hosts it
+  loaded (the order the inventory files name them), never regrouped;
+- the canary: the first ``Policy.canary`` hosts of that order that will change
+  (:func:`plan`); a failed canary counts against the failure budget like any host (with the
+  default budget 0 it stops the run);
+- the stop rules (:class:`Run`): a failure in the plan stops the run before any batch; the
+  headroom gate refusing a batch stops it there; failed hosts over the failure budget stop it
+  after their batch. A stopped run starts no later batch;
+- the statuses of hosts (:class:`HostStatus`) and batches (:class:`BatchStatus`): the words
+  of the JSON result.
 """
 
 from __future__ import annotations
@@ -10,6 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from gpuops.core import headroom
@@ -18,9 +31,31 @@ from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
 CANARY, BATCH = "canary", "batch"
-#: host outcomes
-CHANGED, UNCHANGED, FAILED, NOT_STARTED = "changed", "unchanged", "failed", "not-started"
-PLANNED = "planned"  # --check: would change
+
+
+class HostStatus(StrEnum):
+    """What happened to a host (``hosts[].status`` of the result)."""
+
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"  # nothing to change (the plan said so), or changed nothing
+    FAILED = "failed"
+    NOT_STARTED = "not-started"  # in a batch the run never started
+    PLANNED = "planned"  # --check: would change
+
+
+class BatchStatus(StrEnum):
+    """What happened to a batch (``batches[].status`` of the result)."""
+
+    NOT_STARTED = "not-started"
+    PLANNED = "planned"  # --check
+    DONE = "done"  # every host changed (or had nothing to change)
+    FAILED = "failed"  # a host of it failed
+    REFUSED = "refused"  # the headroom gate said no: not started
+
+
+#: the host statuses by their short names (as the records and tests use them)
+CHANGED, UNCHANGED, FAILED = HostStatus.CHANGED, HostStatus.UNCHANGED, HostStatus.FAILED
+NOT_STARTED, PLANNED = HostStatus.NOT_STARTED, HostStatus.PLANNED
 _SIZE = re.compile(r"^(?P<n>[0-9]{1,6})(?P<pct>%?)$")
 
 
@@ -79,8 +114,18 @@ class Batch:
         return {"index": self.index, "kind": self.kind, "hosts": list(self.hosts)}
 
 
+def rollout_order(hosts: Iterable[str]) -> list[str]:
+    """The order hosts are changed in: the inventory's order (``hosts`` as the inventory
+    lists them), each host once. The first host of it that will change is the canary.
+
+    Not regrouped by GPU model or any other group: operators order their inventory (a rack,
+    a site, a model first) and a host's first group is often not its model's."""
+    return list(dict.fromkeys(hosts))
+
+
 def plan(hosts: Sequence[str], policy: Policy) -> list[Batch]:
-    """The canary (the first ``policy.canary`` hosts), then batches of the batch size."""
+    """The canary (the first ``policy.canary`` hosts), then batches of the batch size.
+    ``hosts``: those that will change, in :func:`rollout_order`."""
     batches: list[Batch] = []
     rest = list(hosts)
     if policy.canary and rest:
@@ -94,6 +139,46 @@ def plan(hosts: Sequence[str], policy: Policy) -> list[Batch]:
 
 def over_budget(failed: int, policy: Policy) -> bool:
     return failed > policy.failure_budget
+
+
+def not_started(why: str) -> str:
+    """The reason recorded on a host of a batch a stopped run did not start."""
+    return f"not started: {why}"
+
+
+@dataclass
+class Run:
+    """Where a rollout stands between batches, and its stop rules. ``stopped`` says why later
+    batches are not started ("" while the run goes on); ``refused``: the headroom gate stopped
+    it."""
+
+    policy: Policy
+    failed: int = 0  # hosts failed in the batches run so far
+    stopped: str = ""
+    refused: bool = False
+
+    def plan_failed(self, hosts: Sequence[str]) -> None:
+        """The plan (check mode) failed on ``hosts``: no batch starts."""
+        if hosts:
+            self.stopped = "the plan (check mode) failed on " + ", ".join(hosts)
+
+    def refuse(self, index: int, message: str) -> BatchStatus:
+        """The headroom gate refused batch ``index``: neither it nor a later batch starts."""
+        self.refused = True
+        self.stopped = f"headroom gate refused batch {index}: {message}"
+        return BatchStatus.REFUSED
+
+    def finish(self, statuses: Iterable[str]) -> BatchStatus:
+        """A batch ran and its hosts ended with ``statuses``: its status. The run stops when
+        the failed hosts so far are over the failure budget."""
+        failed = sum(1 for s in statuses if s == HostStatus.FAILED)
+        self.failed += failed
+        if over_budget(self.failed, self.policy):
+            self.stopped = (
+                f"{self.failed} host(s) failed, over the failure budget of "
+                f"{self.policy.failure_budget}"
+            )
+        return BatchStatus.FAILED if failed else BatchStatus.DONE
 
 
 @dataclass(frozen=True)

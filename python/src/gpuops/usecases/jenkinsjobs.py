@@ -1,13 +1,14 @@
 """Use case of ``gpuops jenkins apply``: create or update an application's build, release
 and rollback jobs from the library's job template, with the rollback jobs' choices taken from
 each environment's real release history. Idempotent: a job whose configuration already is
-what is wanted is not written; ``check`` only says what would change."""
+what is wanted is not written; ``check`` only says what would change. The outcome is ok when
+it returns (what goes wrong raises)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, NotRequired, TypedDict
 
 from gpuops.adapters import jobxml
 from gpuops.adapters.jenkins import TOKEN_ENV, JenkinsClient
@@ -15,6 +16,7 @@ from gpuops.adapters.kube import KubeClient
 from gpuops.core import jenkinsjobs
 from gpuops.core.releaseconfig import ReleaseConfig
 from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config as release_config
 from gpuops.usecases.releases.model import Target
 from gpuops.usecases.releases.status import history
@@ -34,6 +36,29 @@ class ApplyRequest:
     context: str | None = None
 
 
+class JobChangeDocument(TypedDict):
+    """One job and what ``jenkins apply`` did to it."""
+
+    job: str  # folder/name
+    kind: Annotated[str, {"enum": ["build", "release", "rollback"]}]
+    action: Annotated[
+        str, {"enum": ["created", "updated", "unchanged", "would-create", "would-update"]}
+    ]
+    environment: NotRequired[str]  # a release or rollback job: its environment
+    rollback_choices: NotRequired[list[str]]  # with environment: the tags offered
+    diff: NotRequired[str]  # what changed in its config.xml
+
+
+class ApplyDocument(TypedDict):
+    """The ``result`` of ``gpuops jenkins apply``."""
+
+    jenkins: str  # the controller's URL, without credentials
+    user: str
+    check: bool
+    changed: int  # jobs created or updated (or that would be)
+    jobs: list[JobChangeDocument]
+
+
 @dataclass
 class JobChange:
     path: str
@@ -43,8 +68,8 @@ class JobChange:
     environment: str | None = None
     choices: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"job": self.path, "kind": self.kind, "action": self.action}
+    def to_dict(self) -> JobChangeDocument:
+        doc: JobChangeDocument = {"job": self.path, "kind": self.kind, "action": self.action}
         if self.environment:
             doc["environment"] = self.environment
             doc["rollback_choices"] = self.choices
@@ -54,7 +79,9 @@ class JobChange:
 
 
 @dataclass
-class ApplyOutcome:
+class ApplyResult:
+    """The jobs on the controller (``url`` without ``user:token@``) and what changed."""
+
     url: str
     user: str
     check: bool
@@ -64,7 +91,7 @@ class ApplyOutcome:
     def changed(self) -> int:
         return sum(1 for j in self.jobs if j.action != "unchanged")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ApplyDocument:
         return {
             "jenkins": self.url,
             "user": self.user,
@@ -86,7 +113,7 @@ def rollback_choices(
     out = {}
     for name in sorted(releases.environments):
         target = Target(request.config, name, request.kubeconfig, request.context)
-        listed = history(target, 1000, connect)
+        listed = history(target, 1000, connect).result
         out[name] = [r.tag for r in listed.choices if r.tag][:CHOICES]
     return out
 
@@ -98,7 +125,7 @@ def apply(
     request: ApplyRequest,
     choices_for: Choices | None = None,
     jenkins: Callable[[ApplyRequest], JenkinsClient] | None = None,
-) -> ApplyOutcome:
+) -> Outcome[ApplyResult]:
     jobs_config, releases = _load(request.config)
     client = (jenkins or _connect)(request)  # checks the token's presence; no request yet
     if choices_for is None:
@@ -134,7 +161,7 @@ def apply(
                 client.update(job.path, xml)
                 change.action = "updated"
         changes.append(change)
-    return ApplyOutcome(client.url, user, request.check, changes)  # without user:token@
+    return Outcome(ApplyResult(client.url, user, request.check, changes))  # no user:token@
 
 
 def _connect(request: ApplyRequest) -> JenkinsClient:

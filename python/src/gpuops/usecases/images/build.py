@@ -9,7 +9,8 @@ Order of operations (S-19, S-21, S-36):
 3. push the first tag through the daemon, then ask the registry what digest that tag names
    (the registry's answer, not the daemon's guess) and give every other tag the same manifest
    by a registry-side copy (so all tags provably name one digest);
-4. read the pushed config back for the CUDA version and size, write the build record;
+4. read the pushed config back for the CUDA version and size, write the build record (the
+   outcome's ``files["record"]``);
 5. on request, remove the local tags, images and build-cache layers this build made (also when
    it failed): only what it can prove it made.
 """
@@ -36,6 +37,7 @@ from gpuops.core.imageref import ImageRef
 from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
 from gpuops.fsio import MAX_DOCUMENT_BYTES
 from gpuops.usecases.images.registryops import RegistryAccess, copy_tag, inspect
+from gpuops.usecases.outcome import Outcome
 
 log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 1800  # S-21: 30 minutes for GPU images of several GB
@@ -142,8 +144,9 @@ def build(
     request: BuildRequest,
     on_line: Callable[[str], None] = lambda line: None,
     connect: Callable[[BuildRequest], Builder] | None = None,
-) -> BuildRecord:
-    """Build, push and record ``request``; see the module docstring for the order."""
+) -> Outcome[BuildRecord]:
+    """Build, push and record ``request``; see the module docstring for the order. Always ok
+    when it returns: a build that fails raises."""
     started = time.perf_counter()
     checked = _check(request, datetime.datetime.now(datetime.UTC))
     credentials = request.access.credentials()  # a half-set pair is an input error, up front
@@ -161,9 +164,10 @@ def build(
     finally:
         builder.close()
     record.timings_s["total"] = round(time.perf_counter() - started, 3)
-    if request.record_file is not None:
-        _write(request.record_file, record.to_dict())
-    return record
+    if request.record_file is None:
+        return Outcome(record)
+    _write(request.record_file, dict(record.to_dict()))
+    return Outcome(record, files={"record": str(request.record_file)})
 
 
 def _run(

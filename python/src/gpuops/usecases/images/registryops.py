@@ -1,5 +1,10 @@
 """Use cases on images in a registry: resolve a reference, copy (move) a tag, inspect.
 
+:func:`copy_tag` and :func:`inspect` are the building blocks other use cases call (build,
+compat, promote); :func:`move_tag` and :func:`inspect_image` are ``image tag`` and
+``image inspect``, returning an :class:`~gpuops.usecases.outcome.Outcome` (always ok: what
+goes wrong raises).
+
 A tag is moved by copying the manifest bytes the registry stores to the new tag (index or
 single manifest, media type unchanged): no layer is read or written, so the cost does not grow
 with the image. Within one repository that is one GET and one PUT; across repositories of one
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from gpuops.adapters.registry import (
     PASSWORD_ENV,
@@ -28,6 +33,7 @@ from gpuops.adapters.registry import (
 from gpuops.core.imageref import ImageRef, platform_parts
 from gpuops.core.values import json_kind, shown
 from gpuops.errors import InvalidInput, OperationFailed
+from gpuops.usecases.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,22 @@ def resolve(ref: ImageRef, access: RegistryAccess | None = None) -> str:
     return digest
 
 
+class TagMoveDocument(TypedDict):
+    """The ``result`` of ``gpuops image tag``."""
+
+    source: str
+    target: str
+    digest: str
+    media_type: str
+    previous_digest: str | None  # None: the target tag is new
+    changed: bool
+    mounted_blobs: int
+    copied_manifests: int
+    requests: dict[str, int]  # HTTP method -> requests made
+    elapsed_s: float
+    message: str
+
+
 @dataclass
 class TagMove:
     """What a tag copy did."""
@@ -95,7 +117,7 @@ class TagMove:
         was = f" (was {self.previous_digest})" if self.previous_digest else " (new tag)"
         return f"{self.target} -> {self.digest}{was}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TagMoveDocument:
         return {
             "source": self.source,
             "target": self.target,
@@ -189,6 +211,33 @@ def _put_verified(
     )
 
 
+class PlatformDocument(TypedDict):
+    """One image of an index: its platform, and its digest and size as the index gives them."""
+
+    platform: str  # os/architecture[/variant]
+    digest: Any
+    size: Any
+
+
+class ImageInfoDocument(TypedDict):
+    """The ``result`` of ``gpuops image inspect``."""
+
+    reference: str
+    digest: str
+    media_type: str
+    platform: str | None
+    platforms: list[Annotated[dict[str, Any], PlatformDocument]]  # an index's images
+    manifest_digest: str
+    config_digest: str
+    labels: dict[str, str]
+    cuda_version: str  # a version, "unknown" or "unreadable"
+    cuda_source: str
+    cuda_problem: NotRequired[str]  # why the declared CUDA version cannot be read
+    size_bytes: int
+    layers: int
+    created: Annotated[Any, {"description": "the config's creation time, as it holds it"}]
+
+
 @dataclass
 class ImageInfo:
     """An image as its registry serves it."""
@@ -209,8 +258,8 @@ class ImageInfo:
     created: str | None
     cuda_problem: str = ""  # why a declared CUDA version cannot be read (the gate refuses it)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> ImageInfoDocument:
+        doc = {
             "reference": self.reference,
             "digest": self.digest,
             "media_type": self.media_type,
@@ -226,6 +275,7 @@ class ImageInfo:
             "layers": self.layers,
             "created": self.created,
         }
+        return cast("ImageInfoDocument", doc)  # cuda_problem in its place, when there is one
 
 
 def _platform_of(desc: dict[str, Any]) -> str:
@@ -327,3 +377,17 @@ def inspect(
         layers=len(blobs) - 1,
         created=config.get("created"),
     )
+
+
+def move_tag(
+    src: ImageRef, dst: ImageRef, access: RegistryAccess | None = None
+) -> Outcome[TagMove]:
+    """``gpuops image tag``: :func:`copy_tag` as the command's outcome."""
+    return Outcome(copy_tag(src, dst, access))
+
+
+def inspect_image(
+    ref: ImageRef, access: RegistryAccess | None = None, platform: str = "linux/amd64"
+) -> Outcome[ImageInfo]:
+    """``gpuops image inspect``: :func:`inspect` as the command's outcome."""
+    return Outcome(inspect(ref, access, platform))

@@ -20,7 +20,7 @@ from gpuops.core.inventory import Host, Inventory, driver_file
 from gpuops.core.urls import remember_userinfo, shown_url, without_userinfo
 from gpuops.errors import InvalidInput
 from gpuops.fsio import OutDir
-from gpuops.logs import redacted
+from gpuops.logs import progress_line
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,10 @@ def now() -> str:
 
 
 def say(line: str) -> None:
-    """A progress line for a person watching (stderr; stdout carries the result), redacted
-    with the secrets known now (progress.log is redacted by the writer)."""
-    print(redacted(line), file=sys.stderr, flush=True)
+    """A progress line for a person watching (stderr; stdout carries the result), after the
+    time it was said and redacted with the secrets known now (:func:`gpuops.logs.progress_line`;
+    progress.log is redacted by the writer)."""
+    print(progress_line(line), file=sys.stderr, flush=True)
 
 
 def inspect_script() -> str:

@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuops.adapters import kubenodes
 from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kube import nodes as kubenodes
 from gpuops.core import rollout
+from gpuops.core.headroom import DEFAULT_RESOURCE
 from gpuops.usecases.nodes.records import HostRecord
 
 FAIL, EVICT = "fail", "evict"
@@ -19,7 +20,7 @@ CORDON_NOTE = "gpuops nodes update"
 
 @dataclass(frozen=True)
 class DrainPolicy:
-    resource: str = "nvidia.com/gpu"
+    resource: str = DEFAULT_RESOURCE
     reserve: int = 0
     gpu_pods_timeout_s: int = 3600
     on_timeout: str = FAIL

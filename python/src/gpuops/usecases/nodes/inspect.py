@@ -1,5 +1,7 @@
 """``gpuops nodes inspect``: every GPU node's health (S-16) in one fast pass, thresholds per
-group, a JSON and a JUnit report, and one webhook alert per incident."""
+group, a JSON and a JUnit report and the fleet health page, and one webhook alert per
+incident. Critical findings are a refused gate (exit 3), hosts not inspected unreachable
+(exit 4)."""
 
 from __future__ import annotations
 
@@ -9,17 +11,19 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from gpuops import fsio
 from gpuops.adapters import hostkeys, webhook
 from gpuops.core import gpuhealth, inventory
 from gpuops.core.gpuhealth import CRITICAL, UNREACHABLE, HostHealth
 from gpuops.core.inventory import DEFAULT_PATTERN
+from gpuops.core.junit import Case, junit_xml
 from gpuops.core.values import shown
-from gpuops.errors import InvalidInput
-from gpuops.render.junit import Case, junit_xml
+from gpuops.errors import GateRefused, GpuOpsError, InvalidInput, Unreachable
 from gpuops.usecases.nodes import common
+from gpuops.usecases.outcome import Outcome
+from gpuops.usecases.reportdoc import ReportDocument
 
 #: The alert state is one fingerprint per open incident: small.
 MAX_STATE_BYTES = 8 << 20
@@ -40,6 +44,76 @@ class InspectRequest:
     known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
 
 
+#: A host's health as the inspection found it.
+Health = Annotated[
+    str,
+    {"enum": [gpuhealth.OK, gpuhealth.WARNING, gpuhealth.CRITICAL, gpuhealth.UNREACHABLE]},
+]
+
+
+class FindingDocument(TypedDict):
+    check: str
+    severity: Annotated[str, {"enum": [gpuhealth.WARNING, gpuhealth.CRITICAL]}]
+    message: str
+    gpu: int | None  # the GPU's index; None: the host's
+    value: Any  # what was read
+    limit: Any  # the threshold it broke
+
+
+class HostHealthDocument(TypedDict):
+    """One host's readings and findings, and its inventory group."""
+
+    host: str
+    status: Health
+    gpus: list[dict[str, Any]]  # per GPU, as nvidia-smi reads it
+    findings: list[FindingDocument]
+    driver: str | None
+    cuda: str | None
+    gpus_expected: int
+    nvidia_smi: dict[str, Any]
+    xids: list[dict[str, Any]]
+    nics: list[dict[str, Any]]
+    disks: list[dict[str, Any]]
+    thresholds: Annotated[dict[str, Any], gpuhealth.Thresholds, "asdict"]
+    gpu_count: int
+    group: str
+
+
+class AlertDocument(TypedDict):
+    host: str
+    fingerprint: str
+    status: Annotated[str, {"enum": ["sent", "failed", "not-configured", "suppressed"]}]
+    detail: str
+
+
+class InspectSummaryDocument(TypedDict):
+    """Hosts by status (every status counted, 0 too)."""
+
+    ok: int
+    warning: int
+    critical: int
+    unreachable: int
+
+
+class InspectDocument(TypedDict):
+    """The ``result`` of ``gpuops nodes inspect`` (and ``inspect.json``)."""
+
+    environment: str
+    inventory: str
+    limit: str | None
+    status: Annotated[str, {"enum": [gpuhealth.OK, gpuhealth.WARNING, gpuhealth.CRITICAL]}]
+    summary: Annotated[dict[str, int], InspectSummaryDocument]
+    hosts_total: int
+    critical_hosts: list[str]
+    unreachable_hosts: list[str]
+    hosts: list[Annotated[dict[str, Any], HostHealthDocument]]
+    alerts: list[AlertDocument]
+    thresholds: dict[str, Annotated[dict[str, Any], gpuhealth.Thresholds, "asdict"]]  # group
+    timings_s: dict[str, float]  # phase -> seconds
+    reports: dict[str, str]  # with --report-dir: json, junit -> file
+    report: NotRequired[ReportDocument]  # with --report-dir: the fleet health page
+
+
 @dataclass
 class Alert:
     host: str
@@ -47,7 +121,7 @@ class Alert:
     status: str  # sent, failed, not-configured, suppressed (already alerted)
     detail: str = ""
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> AlertDocument:
         return {
             "host": self.host,
             "fingerprint": self.fingerprint,
@@ -57,7 +131,7 @@ class Alert:
 
 
 @dataclass
-class InspectOutcome:
+class InspectResult:
     request: InspectRequest
     environment: str
     groups: dict[str, str]
@@ -67,6 +141,8 @@ class InspectOutcome:
     reports: dict[str, str] = field(default_factory=dict)
     #: the limits each group was judged by (its first host's: group variables apply per group)
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the fleet health page beside the reports: written (its files) or why not; None: none
+    report: ReportDocument | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for h in self.hosts if h.status == status)
@@ -79,9 +155,9 @@ class InspectOutcome:
     def unreachable(self) -> list[str]:
         return [h.host for h in self.hosts if h.status == UNREACHABLE]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> InspectDocument:
         statuses = (gpuhealth.OK, gpuhealth.WARNING, CRITICAL, UNREACHABLE)
-        return {
+        doc: InspectDocument = {
             "environment": self.environment,
             "inventory": self.request.inventory,
             "limit": self.request.limit,
@@ -98,10 +174,15 @@ class InspectOutcome:
             "timings_s": dict(self.timings_s),
             "reports": dict(self.reports),
         }
+        if self.report is not None:
+            doc["report"] = self.report.copy()
+        return doc
 
 
-def inspect(request: InspectRequest) -> InspectOutcome:
-    """Inspect the hosts; alert each new incident; write the reports when asked."""
+def inspect(request: InspectRequest) -> Outcome[InspectResult]:
+    """Inspect the hosts; alert each new incident; write the reports when asked: the
+    outcome's files ``json``, ``junit`` and the fleet health page (``page``; one that cannot
+    be written is said in the result's ``report``)."""
     started = time.monotonic()
     webhook.webhook_url(request.webhook_url_env)  # a malformed URL is an input error, up front
     keys = hostkeys.HostKeys(hostkeys.find(request.known_hosts, request.inventory))
@@ -123,29 +204,52 @@ def inspect(request: InspectRequest) -> InspectOutcome:
         host_keys=keys,
     )
     inspected = time.monotonic()
-    outcome = InspectOutcome(
+    files: dict[str, str] = {}
+    result = InspectResult(
         request=request,
         environment=inv.environment,
         groups={h.name: h.group for h in inv.hosts},
         hosts=[health[h.name] for h in inv.hosts],
     )
     for h in inv.hosts:
-        outcome.thresholds.setdefault(h.group, asdict(thresholds[h.name]))
-    outcome.alerts = _alert(outcome, request, state)
+        result.thresholds.setdefault(h.group, asdict(thresholds[h.name]))
+    result.alerts = _alert(result, request, state)
     if request.alert_state:
-        _save_state(request.alert_state, outcome)
-    outcome.timings_s = {
+        _save_state(request.alert_state, result)
+    result.timings_s = {
         "inventory": round(loaded - started, 3),
         "inspect": round(inspected - loaded, 3),
         "total": round(time.monotonic() - started, 3),
     }
     if folder is not None:
-        outcome.reports = {
+        result.reports = {
             "json": str(folder.file("inspect.json")),
-            "junit": str(folder.save_text("inspect-junit.xml", junit(outcome))),
+            "junit": str(folder.save_text("inspect-junit.xml", junit(result))),
         }
-        folder.save_json("inspect.json", outcome.to_dict())
-    return outcome
+        folder.save_json("inspect.json", result.to_dict())
+        from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
+
+        doc = result.to_dict()
+        page = reports.write_beside("fleet", folder.path, lambda: doc)
+        result.report = page.to_dict()
+        files = {**result.reports, **page.files}
+    return Outcome(result, _verdict(result), files=files)
+
+
+def _verdict(result: InspectResult) -> GpuOpsError | None:
+    """Critical findings: a refused gate; else hosts not inspected: unreachable."""
+    if result.critical:
+        return GateRefused(
+            f"critical findings on {len(result.critical)} host(s): {', '.join(result.critical)}",
+            hint="drain and repair them (see the findings); their Xid actions say what helps",
+        )
+    if result.unreachable:
+        return Unreachable(
+            f"{len(result.unreachable)} host(s) could not be inspected: "
+            f"{', '.join(result.unreachable)}",
+            hint="check their management network and ssh",
+        )
+    return None
 
 
 def fingerprint(h: HostHealth) -> str:
@@ -153,7 +257,7 @@ def fingerprint(h: HostHealth) -> str:
     return hashlib.sha256(f"{h.host}|{'|'.join(checks)}".encode()).hexdigest()[:16]
 
 
-def _alert(outcome: InspectOutcome, request: InspectRequest, state: dict[str, Any]) -> list[Alert]:
+def _alert(outcome: InspectResult, request: InspectRequest, state: dict[str, Any]) -> list[Alert]:
     """One webhook message per incident: a host with critical findings (or unreachable).
     With an alert state file, an incident already announced is not announced again."""
     alerts = []
@@ -201,12 +305,12 @@ def _load_state(path: str | None) -> dict[str, Any]:
     return doc if isinstance(doc, dict) and isinstance(doc.get("open"), dict) else {"open": {}}
 
 
-def _save_state(path: str, outcome: InspectOutcome) -> None:
+def _save_state(path: str, outcome: InspectResult) -> None:
     sent = {a.fingerprint: a.host for a in outcome.alerts if a.status in ("sent", "suppressed")}
     fsio.write_json_file(path, {"open": sent}, option="alert_state")
 
 
-def junit(outcome: InspectOutcome) -> str:
+def junit(outcome: InspectResult) -> str:
     cases = []
     for h in outcome.hosts:
         group = outcome.groups[h.host]

@@ -1,20 +1,24 @@
 """``gpuops nodes label``: each host's GPU facts (read as ``nodes inspect`` reads them) become
 its node's labels (S-30, GFD names) and, by policy, a pending reboot or a critical finding a
-taint. Idempotent: a node that matches is not written; only labels gpuops owns are removed."""
+taint. Idempotent: a node that matches is not written; only labels gpuops owns are removed.
+A host that cannot be read leaves its node as it is and makes the run unreachable (exit 4)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
-from gpuops.adapters import hostkeys, kubenodes
+from gpuops.adapters import hostkeys
 from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kube import nodes as kubenodes
 from gpuops.core import gpuhealth, inventory, nodelabels
 from gpuops.core.inventory import DEFAULT_PATTERN
+from gpuops.errors import Unreachable
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.nodes import common
+from gpuops.usecases.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,52 @@ class LabelRequest:
     known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
 
 
+#: A host's health as the inspection found it.
+Health = Annotated[
+    str,
+    {"enum": [gpuhealth.OK, gpuhealth.WARNING, gpuhealth.CRITICAL, gpuhealth.UNREACHABLE]},
+]
+
+
+class NodeChangeDocument(TypedDict):
+    """What gpuops changes (or would change) on one node."""
+
+    node: str
+    set_labels: dict[str, str]
+    remove_labels: list[str]
+    owned: list[str]  # the labels gpuops owns on the node after the change
+    owned_changed: bool
+    taints: list[str] | None  # the node's full new taint list; None: unchanged
+    taints_added: list[str]
+    taints_removed: list[str]
+    changed: bool
+
+
+class HostLabelsDocument(TypedDict):
+    host: str
+    node: str
+    status: Annotated[
+        str, {"enum": ["updated", "unchanged", "not-a-node", "unreachable", "would-update"]}
+    ]
+    health: Health
+    labels: dict[str, str]  # the labels the inspection derived
+    change: Annotated[dict[str, Any] | None, NodeChangeDocument]  # None: not a reachable node
+
+
+class LabelDocument(TypedDict):
+    """The ``result`` of ``gpuops nodes label``."""
+
+    environment: str
+    inventory: str
+    limit: str | None
+    server: str
+    taint_effect: str
+    dry_run: bool
+    summary: dict[str, int]  # a host status -> hosts
+    hosts: list[HostLabelsDocument]
+    timings_s: dict[str, float]  # phase -> seconds
+
+
 @dataclass
 class HostLabels:
     host: str
@@ -39,7 +89,7 @@ class HostLabels:
     change: nodelabels.NodeChange | None = None
     labels: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HostLabelsDocument:
         return {
             "host": self.host,
             "node": self.node,
@@ -51,14 +101,14 @@ class HostLabels:
 
 
 @dataclass
-class LabelOutcome:
+class LabelResult:
     request: LabelRequest
     environment: str
     server: str
     hosts: list[HostLabels]
     timings_s: dict[str, float]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LabelDocument:
         counts: dict[str, int] = {}
         for h in self.hosts:
             counts[h.status] = counts.get(h.status, 0) + 1
@@ -77,7 +127,7 @@ class LabelOutcome:
 
 def label(
     request: LabelRequest, connect: Callable[[Cluster], KubeClient] | None = None
-) -> LabelOutcome:
+) -> Outcome[LabelResult]:
     started = time.monotonic()
     keys = hostkeys.HostKeys(hostkeys.find(request.known_hosts, request.inventory))
     inv = common.load(request.inventory, request.limit, request.pattern)
@@ -100,7 +150,7 @@ def label(
         out = [_one(kube, h, nodes[h.name], health[h.name], request) for h in inv.hosts]
     finally:
         kube.close()
-    return LabelOutcome(
+    result = LabelResult(
         request,
         inv.environment,
         kube.server,
@@ -110,6 +160,17 @@ def label(
             "total": round(time.monotonic() - started, 3),
         },
     )
+    down = [h.host for h in out if h.status == "unreachable"]
+    if down:
+        return Outcome(
+            result,
+            Unreachable(
+                f"{len(down)} host(s) could not be read, their nodes left as they are: "
+                f"{', '.join(down)}",
+                hint="check their management network and ssh",
+            ),
+        )
+    return Outcome(result)
 
 
 def _one(

@@ -1,13 +1,15 @@
 """The records of a rolling update: per host, per batch, and the whole rollout, as the JSON
-result (stable keys: a report page renders the update timeline from them) and JUnit XML."""
+result (stable keys: a report page renders the update timeline from them) and JUnit XML.
+The statuses are the core's (:class:`~gpuops.core.rollout.HostStatus`, ``BatchStatus``)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from gpuops.core import rollout
-from gpuops.render.junit import Case, junit_xml
+from gpuops.core.junit import Case, junit_xml
+from gpuops.usecases.reportdoc import ReportDocument
 
 
 @dataclass
@@ -17,7 +19,7 @@ class HostRecord:
     node: str | None  # the Kubernetes node, None when the host is none (or --no-kube)
     driver_wanted: str = ""
     batch: int | None = None
-    status: str = rollout.UNCHANGED
+    status: rollout.HostStatus = rollout.UNCHANGED
     reason: str = ""
     planned_changes: list[str] = field(default_factory=list)
     changed_tasks: list[str] = field(default_factory=list)
@@ -36,22 +38,80 @@ class HostRecord:
         return asdict(self)
 
 
+class AnsibleRunDocument(TypedDict):
+    """A batch's playbook run."""
+
+    ident: str  # the run's folder under ansible/
+    rc: int
+    status: str  # ansible-runner's word: successful, failed, timeout, ...
+    artifacts: str  # its artifacts folder
+    elapsed_s: float
+
+
 @dataclass
 class BatchRecord:
     index: int
-    kind: str
+    kind: Annotated[str, {"enum": [rollout.CANARY, rollout.BATCH]}]
     hosts: list[str]
-    status: str = "not-started"  # done, failed, refused, not-started; planned (check mode)
+    status: rollout.BatchStatus = rollout.BatchStatus.NOT_STARTED
     started_at: str | None = None
     finished_at: str | None = None
     start_s: float | None = None  # seconds after the run started (the timeline's x)
     elapsed_s: float = 0.0
-    headroom: dict[str, Any] | None = None
-    ansible: dict[str, Any] | None = None
+    headroom: Annotated[dict[str, Any] | None, rollout.BatchHeadroom, "asdict"] = None
+    ansible: Annotated[dict[str, Any] | None, AnsibleRunDocument] = None
     phases_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class PolicyDocument(TypedDict):
+    canary: int  # hosts in the canary batch
+    batch_size: str  # "20%" or "5"
+    failure_budget: int
+
+
+#: Hosts by status (every status counted, 0 too).
+SummaryDocument = TypedDict(
+    "SummaryDocument",
+    {"changed": int, "unchanged": int, "failed": int, "not-started": int, "planned": int},
+)
+
+
+class PlannedBatchDocument(TypedDict):
+    index: int
+    kind: Annotated[str, {"enum": [rollout.CANARY, rollout.BATCH]}]
+    hosts: list[str]
+
+
+class RolloutDocument(TypedDict):
+    """The ``result`` of ``gpuops nodes update`` (and ``update.json``)."""
+
+    inventory: str
+    limit: str | None
+    environment: str
+    change: list[str]
+    policy: Annotated[dict[str, Any], PolicyDocument]
+    check: bool
+    kubernetes: str | None  # the API server; None without Kubernetes
+    summary: Annotated[dict[str, int], SummaryDocument]
+    changed: list[str]
+    failed: list[str]
+    not_started: list[str]
+    planned: list[str]
+    unchanged: list[str]
+    stopped: str  # why later batches were not started
+    refused: bool  # stopped by the headroom gate
+    plan: list[PlannedBatchDocument]
+    batches: list[Annotated[dict[str, Any], BatchRecord, "asdict"]]
+    hosts: list[Annotated[dict[str, Any], HostRecord, "asdict"]]
+    diffs: dict[str, list[dict[str, Any]]]  # --check: host -> Ansible's diffs
+    started_at: str
+    finished_at: str
+    timings_s: dict[str, float]  # phase -> seconds
+    artifacts: dict[str, str]  # role (json, junit, ...) -> file
+    report: NotRequired[ReportDocument]  # the node update page beside update.json
 
 
 @dataclass
@@ -72,6 +132,8 @@ class Rollout:
     timings_s: dict[str, float] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
     diffs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the node update page beside update.json: written (its files) or why not; None: no page
+    report: ReportDocument | None = None
 
     def with_status(self, status: str) -> list[str]:
         return [h.host for h in self.hosts.values() if h.status == status]
@@ -92,8 +154,8 @@ class Rollout:
             )
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> RolloutDocument:
+        doc: RolloutDocument = {
             "inventory": self.inventory,
             "limit": self.limit,
             "environment": self.environment,
@@ -120,6 +182,9 @@ class Rollout:
             "timings_s": dict(self.timings_s),
             "artifacts": dict(self.artifacts),
         }
+        if self.report is not None:
+            doc["report"] = self.report.copy()
+        return doc
 
     def junit(self) -> str:
         cases = []

@@ -12,6 +12,10 @@ Order of operations:
    ansible-runner (progress per host as events arrive); node Ready, uncordon.
 4. A failure beyond the budget stops the rollout: later batches are never started. A re-run
    plans again from what the hosts report, so it resumes where the last one stopped.
+5. The records: ``update.json``, ``update-junit.xml`` and the node update page beside them.
+
+The order, the canary, the stop rules and the statuses are the core's
+(:mod:`gpuops.core.rollout`); this module does the I/O around them.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.nodes import common
 from gpuops.usecases.nodes.drain import DrainPolicy, Guard
 from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
+from gpuops.usecases.outcome import Outcome
 
 PLAYBOOK = "update_gpu_nodes"
 ROLES = ("node_init", "nvidia_driver")
@@ -51,20 +56,26 @@ class UpdateRequest:
     learn_host_keys: bool = False  # accept new host keys; written to the artifacts for review
 
 
-@dataclass
-class UpdateOutcome:
-    rollout: Rollout
-    error: GpuOpsError | None = None
-
-
 def update(
     request: UpdateRequest, connect: Callable[[Cluster], KubeClient] | None = None
-) -> UpdateOutcome:
+) -> Outcome[Rollout]:
+    """Roll the change out; the outcome holds the rollout record, failed hosts (exit 1) or a
+    refused batch (exit 3), and the files written: ``json``, ``junit`` and the node update
+    page (``page``; one that cannot be written is said in the result's ``report``)."""
     ansible.ansible_config()  # a site's unreadable ansible.cfg is an input error, up front
     with hostkeys.policy(
         request.known_hosts, request.inventory, learn=request.learn_host_keys
     ) as keys:
-        return _update(request, connect, keys)
+        ro, folder = _update(request, connect, keys)
+    from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
+
+    doc = ro.to_dict()  # the page beside update.json, for people (Jenkins archives the folder)
+    page = reports.write_beside("node-update", folder.path, lambda: doc)
+    ro.report = page.to_dict()
+    files = {"json": ro.artifacts["json"], "junit": ro.artifacts["junit"], **page.files}
+    problem = _verdict(ro)
+    partial = isinstance(problem, OperationFailed) and bool(ro.with_status(rollout.CHANGED))
+    return Outcome(ro, problem, partial=partial, files=files)
 
 
 def phase_timings(started: float, **ends: float) -> dict[str, float]:
@@ -84,7 +95,7 @@ def _update(
     request: UpdateRequest,
     connect: Callable[[Cluster], KubeClient] | None,
     keys: hostkeys.HostKeys,
-) -> UpdateOutcome:
+) -> tuple[Rollout, OutDir]:
     started = time.monotonic()
     folder = common.artifacts_dir(request.artifacts_dir, "nodes-update")  # made on first write
     inv = common.load(request.inventory, request.limit, request.pattern)
@@ -119,12 +130,13 @@ def _update(
             ro.artifacts["known_hosts_learned"] = learned
             say(f"[gpuops] host keys learned, review them: {learned}")
         pre = time.monotonic()
-        _plan(ro, inv, request, folder, say, keys)
+        run = rollout.Run(request.policy)
+        _plan(ro, run, inv, request, folder, say, keys)
         planned = time.monotonic()
         ro.timings_s.update(phase_timings(started, preflight=pre, plan=planned))
-        if not request.check and not ro.failed:
+        if not request.check and not run.stopped:
             guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
-            _run(ro, inv, request, guard, folder, say, started, keys)
+            _run(ro, run, inv, request, guard, folder, say, started, keys)
         ro.timings_s["total"] = round(time.monotonic() - started, 3)
         ro.finished_at = common.now()
     finally:
@@ -133,11 +145,11 @@ def _update(
     ro.artifacts["json"] = str(folder.file("update.json"))
     ro.artifacts["junit"] = str(folder.save_text("update-junit.xml", ro.junit()))
     folder.save_json("update.json", ro.to_dict())
-    return UpdateOutcome(ro, _verdict(ro))
+    return ro, folder
 
 
 def _records(ro: Rollout, inv: inventory.Inventory, kube: KubeClient | None) -> None:
-    from gpuops.adapters import kubenodes  # noqa: PLC0415 - with Kubernetes only
+    from gpuops.adapters.kube import nodes as kubenodes  # noqa: PLC0415 - with Kubernetes only
 
     for host in inv.hosts:
         node = None
@@ -157,7 +169,7 @@ def _preflight(
     )
     down = [h for h in inv.names() if not probe.reachable[h]]
     if down:
-        first = inv.names()[0]
+        first = _order(inv)[0]
         what = f"canary candidate {first}" if first in down else "host(s)"
         raise Unreachable(
             f"pre-flight: {what} unreachable over ssh: "
@@ -176,8 +188,14 @@ def _preflight(
     say(f"[gpuops] pre-flight: {len(inv.hosts)} host(s) reachable ({probe.elapsed_s}s)")
 
 
+def _order(inv: inventory.Inventory) -> list[str]:
+    """The hosts in the core's rollout order: its first host that will change is the canary."""
+    return rollout.rollout_order(inv.names())
+
+
 def _plan(
     ro: Rollout,
+    run: rollout.Run,
     inv: inventory.Inventory,
     request: UpdateRequest,
     folder: OutDir,
@@ -185,7 +203,7 @@ def _plan(
     keys: hostkeys.HostKeys,
 ) -> None:
     """Check mode on every host: those that would change are the rollout's hosts."""
-    run = ansible.run_playbook(
+    checked = ansible.run_playbook(
         PLAYBOOK,
         inv.path,
         inv.names(),
@@ -196,24 +214,25 @@ def _plan(
         forks=request.forks,
         host_keys=keys,
     )
-    ro.artifacts["plan"] = run.artifacts
-    pending = []
+    ro.artifacts["plan"] = checked.artifacts
+    changing = set()
     for name in inv.names():
-        hr, rec = run.hosts[name], ro.hosts[name]
+        hr, rec = checked.hosts[name], ro.hosts[name]
         rec.planned_changes = hr.changed_tasks
         ro.diffs[name] = hr.diffs
-        if hr.status in ("failed", "unreachable") or (run.rc != 0 and not hr.ok):
+        if hr.status in ("failed", "unreachable") or (checked.rc != 0 and not hr.ok):
             rec.status = rollout.FAILED
             rec.failed_task = hr.failed_task
             rec.reason = f"plan (check mode): {hr.failed_task}: {hr.message}".strip()
         elif hr.changed:
-            pending.append(name)
+            changing.add(name)
+    pending = [h for h in _order(inv) if h in changing]
     ro.batches = [
         BatchRecord(b.index, b.kind, list(b.hosts)) for b in rollout.plan(pending, ro.policy)
     ]
     for b in ro.batches:
         if request.check:
-            b.status = rollout.PLANNED
+            b.status = rollout.BatchStatus.PLANNED
         for h in b.hosts:
             ro.hosts[h].batch = b.index
             ro.hosts[h].status = rollout.PLANNED if request.check else rollout.NOT_STARTED
@@ -223,12 +242,13 @@ def _plan(
         + "; ".join(f"{b.kind} {b.index}: {' '.join(b.hosts)}" for b in ro.batches)
         + (f"; failed in check mode: {' '.join(ro.failed)}" if ro.failed else "")
     )
-    if ro.failed:
-        ro.stopped = "the plan (check mode) failed on " + ", ".join(ro.failed)
+    run.plan_failed(ro.failed)
+    ro.stopped = run.stopped
 
 
 def _run(
     ro: Rollout,
+    run: rollout.Run,
     inv: inventory.Inventory,
     request: UpdateRequest,
     guard: Guard | None,
@@ -237,17 +257,13 @@ def _run(
     started: float,
     keys: hostkeys.HostKeys,
 ) -> None:
-    failed = 0
+    """The batches in order; after each, the core's stop rules say whether the next starts."""
     total = len(ro.batches)
     for b in ro.batches:
-        tag = (
-            f"[{b.kind} {b.index + 1}/{total}]"
-            if b.kind == rollout.CANARY
-            else (f"[batch {b.index + 1}/{total}]")
-        )
-        if ro.stopped:
+        tag = f"[{b.kind} {b.index + 1}/{total}]"
+        if run.stopped:
             for h in b.hosts:
-                ro.hosts[h].reason = f"not started: {ro.stopped}"
+                ro.hosts[h].reason = rollout.not_started(run.stopped)
             continue
         b.started_at = common.now()
         t0 = time.monotonic()
@@ -258,49 +274,61 @@ def _run(
             b.headroom = verdict.to_dict()
             say(f"{tag} headroom: {verdict.message}")
             if not verdict.fits:
-                b.status, ro.refused = "refused", True
-                ro.stopped = f"headroom gate refused batch {b.index}: {verdict.message}"
+                b.status = run.refuse(b.index, verdict.message)
+                ro.stopped, ro.refused = run.stopped, run.refused
                 for r in records:
-                    r.reason = f"not started: {ro.stopped}"
+                    r.reason = rollout.not_started(run.stopped)
                 continue
         ready = guard.prepare(records) if guard is not None else records
         b.phases_s["kubernetes_before"] = round(time.monotonic() - t0, 3)
         for r in ready:
             r.started_at = common.now()
         if ready:
-            t1 = time.monotonic()
-            run = ansible.run_playbook(
-                PLAYBOOK,
-                inv.path,
-                [r.host for r in ready],
-                data_dir=folder.subdir("ansible"),
-                ident=f"batch-{b.index:02d}",
-                extravars={"update_gpu_nodes_roles": list(request.change)},
-                forks=request.forks,
-                progress=_progress(tag, say),
-                host_keys=keys,
-            )
-            b.ansible = {
-                "ident": run.ident,
-                "rc": run.rc,
-                "status": run.status,
-                "artifacts": run.artifacts,
-                "elapsed_s": run.elapsed_s,
-            }
-            b.phases_s["ansible"] = round(time.monotonic() - t1, 3)
-            t2 = time.monotonic()
-            for r in ready:
-                _after(r, run.hosts[r.host], run.rc, guard, run.elapsed_s)
-                say(f"{tag} {r.host}: {r.status}" + (f": {r.reason}" if r.reason else ""))
-            b.phases_s["kubernetes_after"] = round(time.monotonic() - t2, 3)
-        failed += sum(1 for r in records if r.status == rollout.FAILED)
-        b.status = "failed" if any(r.status == rollout.FAILED for r in records) else "done"
+            _batch(b, ready, inv, request, guard, folder, say, tag, keys)
+        b.status = run.finish(r.status for r in records)
+        ro.stopped = run.stopped
         b.finished_at, b.elapsed_s = common.now(), round(time.monotonic() - t0, 3)
-        if rollout.over_budget(failed, ro.policy):
-            ro.stopped = (
-                f"{failed} host(s) failed, over the failure budget of {ro.policy.failure_budget}"
-            )
-            say(f"{tag} stopping: {ro.stopped}")
+        if run.stopped:
+            say(f"{tag} stopping: {run.stopped}")
+
+
+def _batch(
+    b: BatchRecord,
+    ready: list[HostRecord],
+    inv: inventory.Inventory,
+    request: UpdateRequest,
+    guard: Guard | None,
+    folder: OutDir,
+    say: common.Say,
+    tag: str,
+    keys: hostkeys.HostKeys,
+) -> None:
+    """The playbook on a batch's ready hosts, then each host's status and release."""
+    t1 = time.monotonic()
+    done = ansible.run_playbook(
+        PLAYBOOK,
+        inv.path,
+        [r.host for r in ready],
+        data_dir=folder.subdir("ansible"),
+        ident=f"batch-{b.index:02d}",
+        extravars={"update_gpu_nodes_roles": list(request.change)},
+        forks=request.forks,
+        progress=_progress(tag, say),
+        host_keys=keys,
+    )
+    b.ansible = {
+        "ident": done.ident,
+        "rc": done.rc,
+        "status": done.status,
+        "artifacts": done.artifacts,
+        "elapsed_s": done.elapsed_s,
+    }
+    b.phases_s["ansible"] = round(time.monotonic() - t1, 3)
+    t2 = time.monotonic()
+    for r in ready:
+        _after(r, done.hosts[r.host], done.rc, guard, done.elapsed_s)
+        say(f"{tag} {r.host}: {r.status}" + (f": {r.reason}" if r.reason else ""))
+    b.phases_s["kubernetes_after"] = round(time.monotonic() - t2, 3)
 
 
 def _progress(tag: str, say: common.Say) -> ansible.Progress:

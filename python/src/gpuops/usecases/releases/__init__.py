@@ -1,11 +1,15 @@
 """Use cases of ``gpuops release``: promote a tag (or a model version) to an environment, roll
-back, and read the history and the status. See :mod:`.engine` for the order of a release."""
+back, and read the history and the status. See :mod:`.engine` for the order of a release.
+
+Each returns an :class:`~gpuops.usecases.outcome.Outcome` whose verdict the use case decides
+(a refused gate, a failed rollout); the CLI only renders it."""
 
 from __future__ import annotations
 
 from gpuops.core import releasehistory as hist
 from gpuops.core.releasepatch import image_ref, split_image
-from gpuops.errors import GpuOpsError, InvalidInput
+from gpuops.errors import InvalidInput
+from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Context, Deps, run
@@ -14,7 +18,7 @@ from gpuops.usecases.releases.gates import Gate, digest_gate, image_gate
 __all__ = ["Deps", "promote", "rollback"]
 
 
-def promote(request: m.PromoteRequest, deps: Deps) -> tuple[m.ReleaseOutcome, GpuOpsError | None]:
+def promote(request: m.PromoteRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     """Release ``tag`` and/or model version ``model`` to the environment."""
     env = config.load(request.target.config).environment(request.target.environment)
     deps = deps.for_env(env)
@@ -27,7 +31,7 @@ def promote(request: m.PromoteRequest, deps: Deps) -> tuple[m.ReleaseOutcome, Gp
             field="model",
         )
 
-    def choose(ctx: Context) -> tuple[m.Wanted, list[Gate]]:
+    def choose(ctx: Context) -> tuple[m.Wanted | None, list[Gate]]:
         now = ctx.live[0].content
         repository, tag, digest = split_image(now.image)
         model = request.model if request.model is not None else now.model
@@ -43,18 +47,20 @@ def promote(request: m.PromoteRequest, deps: Deps) -> tuple[m.ReleaseOutcome, Gp
                 f"{env.name} runs {now.image}, not a tag of {env.image}: release a --tag first",
                 field="model",
             )
+        if digest is None or not gate.ok:  # no such tag: nothing to release
+            return None, [gate]
         return m.Wanted(tag, digest, image_ref(env.image, tag, digest), model), [gate]
 
     return run(env, "promote", request.target, request.who, request.dry_run, choose, deps)
 
 
-def rollback(request: m.RollbackRequest, deps: Deps) -> tuple[m.ReleaseOutcome, GpuOpsError | None]:
+def rollback(request: m.RollbackRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     """Go back to the previous release, or to a tag from the history: no rebuild, the
     recorded digest and model version, through the same gates."""
     env = config.load(request.target.config).environment(request.target.environment)
     deps = deps.for_env(env)
 
-    def choose(ctx: Context) -> tuple[m.Wanted, list[Gate]]:
+    def choose(ctx: Context) -> tuple[m.Wanted | None, list[Gate]]:
         if request.to == hist.PREVIOUS:
             source = hist.previous(ctx.records, ctx.current)
             if source is None:

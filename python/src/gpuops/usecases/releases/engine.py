@@ -7,7 +7,11 @@ Every write to a Deployment after gpuops read it, and the watch itself, are cond
 the Deployment being what gpuops left (:mod:`.guard`: its generation and the fields gpuops
 owns). Someone else's change (``kubectl set image`` during the rollout or the restore) ends
 the release as ``aborted``: the record names their field manager, when, and what runs now;
-no registry tag moves and their change is never overwritten."""
+no registry tag moves and their change is never overwritten.
+
+One module: the order of one release and the one state machine that runs it (:class:`_Run`),
+read top to bottom; what each step does has its own module (:mod:`.steps`, :mod:`.gates`,
+:mod:`.guard`, :mod:`.watch`, :mod:`.store`)."""
 
 from __future__ import annotations
 
@@ -25,9 +29,10 @@ from gpuops.core.releasehistory import Release
 from gpuops.core.releasepatch import Content, change_cause, release_patch
 from gpuops.errors import GateRefused, GpuOpsError, InternalError, OperationFailed
 from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import guard, steps
 from gpuops.usecases.releases import model as m
-from gpuops.usecases.releases.gates import Gate, GateFailure, Registry, headroom_gate
+from gpuops.usecases.releases.gates import Gate, Registry, first_closed, headroom_gate
 from gpuops.usecases.releases.guard import Foreign, Left
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
 from gpuops.usecases.releases.watch import ABORTED, Say, explain_unschedulable, watch
@@ -61,7 +66,9 @@ class Context:
     current: Release | None
 
 
-Choose = Callable[[Context], tuple[m.Wanted, list[Gate]]]
+#: What the release puts on the cluster and the gates that chose it (the image gate); None
+#: only when one of those gates did not pass.
+Choose = Callable[[Context], tuple[m.Wanted | None, list[Gate]]]
 
 
 def cluster_of(env: Environment, target: m.Target) -> Cluster:
@@ -76,8 +83,10 @@ def run(
     dry_run: bool,
     choose: Choose,
     deps: Deps,
-) -> tuple[m.ReleaseOutcome, GpuOpsError | None]:
-    """The release; returns the outcome and, when it was refused or failed, the error."""
+) -> Outcome[m.ReleaseOutcome]:
+    """The release, and its verdict: refused (a gate, the approval or the lock said no,
+    nothing changed), failed (the rollout failed or someone else changed a Deployment) or
+    partial (interrupted after it changed some Deployments)."""
     approval = {
         "required": env.approval.required,
         "approvers": list(env.approval.approvers),
@@ -92,7 +101,7 @@ def run(
     try:
         if env.approval.required and not who.approved_by and not dry_run:
             who_may = ", ".join(env.approval.approvers) or "an approver"
-            return out, _refused(
+            return _refused(
                 out,
                 GateRefused(
                     f"{env.name} requires an approval ({who_may}) and none was given",
@@ -103,47 +112,67 @@ def run(
         store = HistoryStore(kube, env)
         records = store.read()
         out.current = hist.by_number(records, live[0].release)
-        try:
-            wanted, gates = choose(Context(kube, live, records, out.current))
-            out.wanted = wanted
-            out.gates.extend(gates)
-            if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
-                out.state = m.UNCHANGED  # (an open record is finished under the lock below)
-                return out, None
-            lend = _lender(kube)  # the gates use this run's connection
-            if wanted.digest and any(x.content.image != wanted.image for x in live):
-                out.gates.append(deps.registry.compat(env, wanted.digest, cluster, lend))
-            out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
-        except GateFailure as refusal:
-            out.gates.append(refusal.gate)
-            return out, _refused(out, refusal)
+        wanted, gates = choose(Context(kube, live, records, out.current))
+        out.gates.extend(gates)
+        closed = first_closed(gates)
+        if closed is not None or wanted is None:
+            assert closed is not None  # noqa: S101 - choose says why it has nothing to release
+            return _refused(out, closed.refusal())
+        out.wanted = wanted
+        if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
+            out.state = m.UNCHANGED  # (an open record is finished under the lock below)
+            return Outcome(out)
+        closed = _gates(_lender(kube), env, cluster, live, wanted, who, deps, out)
+        if closed is not None:  # the first gate that did not pass: refused, nothing changes
+            return _refused(out, closed.refusal())
         out.timings_s["gates"] = round(time.monotonic() - t0, 3)
         if dry_run:
-            return out, None
+            return Outcome(out)
         label = wanted.tag or wanted.model or wanted.image
         lock = TargetLock(kube, env, f"{action} {label} to {env.name}")
         try:
             lock.acquire()
         except GateRefused as exc:
-            return out, _refused(out, exc)
+            return _refused(out, exc)
         out.lock.update(lock.to_dict())
         for stale in lock.taken_over:
             deps.say(
                 f"took over the stale lock {stale['lease']}: {stale['holder']} "
                 f"({stale['operation']}) had not renewed it for {stale['silent_for_s']}s"
             )
+        run_ = _Run(kube, env, store, out, wanted, deps, lock)
         try:
-            error = _locked(_Run(kube, env, store, out, wanted, deps, lock), who)
+            error = _locked(run_, who)
         except GpuOpsError as exc:  # e.g. the API server gone for good: what we know so far
             out.notes.append(f"stopped: {exc.message}")
-            out.state = "interrupted"
-            error = exc
+            out.state = m.INTERRUPTED
+            # some Deployments changed and the rest did not: partial
+            return Outcome(out, exc, partial=bool(run_.applied))
         finally:
             out.notes.extend(lock.release())
-        return out, error
+        return Outcome(out, error)
     finally:
         out.timings_s["total"] = round(time.monotonic() - t0, 3)
         kube.close()
+
+
+def _gates(
+    lend: Callable[[Cluster], KubeClient],
+    env: Environment,
+    cluster: Cluster,
+    live: list[steps.Live],
+    wanted: m.Wanted,
+    who: m.Who,
+    deps: Deps,
+    out: m.ReleaseOutcome,
+) -> Gate | None:
+    """The gates after the image's, on this run's connection: compat (a new image only), then
+    headroom; returns the first gate that did not pass."""
+    if wanted.digest and any(x.content.image != wanted.image for x in live):
+        out.gates.append(deps.registry.compat(env, wanted.digest, cluster, lend))
+    if first_closed(out.gates) is None:
+        out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
+    return first_closed(out.gates)
 
 
 class _Borrowed:
@@ -163,9 +192,9 @@ def _lender(kube: KubeClient) -> Callable[[Cluster], KubeClient]:
     return lambda _cluster: cast(KubeClient, _Borrowed(kube))
 
 
-def _refused(out: m.ReleaseOutcome, error: GpuOpsError) -> GpuOpsError:
-    out.state = "refused"
-    return error
+def _refused(out: m.ReleaseOutcome, error: GateRefused) -> Outcome[m.ReleaseOutcome]:
+    out.state = m.REFUSED
+    return Outcome(out, error)
 
 
 def _unchanged(live: list[steps.Live], wanted: m.Wanted) -> bool:

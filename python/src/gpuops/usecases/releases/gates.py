@@ -1,19 +1,22 @@
 """The gates a release passes before anything changes: the image exists in the registry and
 resolves to a digest, it is compatible with the environment's node class, and the GPUs for the
-rollout's surge pods are free. Each returns a :class:`Gate` or raises :class:`GateRefused`."""
+rollout's surge pods are free. Each returns a :class:`Gate`: what it checked and whether it
+passed, with a hint when it did not; the release (:mod:`.engine`) decides what a gate that did
+not pass means (the release is refused)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from gpuops.adapters.kube import KubeClient
-from gpuops.adapters.kubedecode import placement_from_spec, pod_from_api
+from gpuops.adapters.kube.decode import placement_from_spec, pod_from_api
 from gpuops.core import headroom as headroom_core
 from gpuops.core.releaseconfig import Environment
 from gpuops.errors import GateRefused
+from gpuops.schema import open_items
 from gpuops.usecases import headroom
 from gpuops.usecases.cluster import Cluster
 
@@ -38,41 +41,62 @@ class Registry(Protocol):
         connect: Callable[[Cluster], KubeClient],
     ) -> Gate:
         """The compat gate: the image's CUDA version against the drivers of the environment's
-        node class; raises :class:`GateFailure` when they do not suit it."""
+        node class (not ok when they do not suit it)."""
+
+
+class GateDocument(TypedDict):
+    """A gate in a release's document: its name, verdict and message, then its details."""
+
+    gate: str  # image | compat | headroom
+    ok: bool
+    message: str
+    digest: NotRequired[str]  # image: what the tag resolves to
+    deployments: NotRequired[list[dict[str, Any]]]  # headroom: per Deployment
+
+
+open_items(GateDocument)  # each gate adds its own details (compat: the nodes it checked)
 
 
 @dataclass
 class Gate:
+    """One gate's finding; ``hint``: what to do when it did not pass (not in the document:
+    the refusal carries it)."""
+
     name: str
     ok: bool
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"gate": self.name, "ok": self.ok, "message": self.message, **self.details}
 
-
-class GateFailure(GateRefused):
-    """A refused gate, with the gates checked so far (for the result document)."""
-
-    def __init__(self, gate: Gate, hint: str) -> None:
-        super().__init__(gate.message, hint=hint)
-        self.gate = gate
+    def refusal(self) -> GateRefused:
+        """The refusal of a release this gate did not pass."""
+        return GateRefused(self.message, hint=self.hint)
 
 
-def image_gate(registry: Registry, env: Environment, tag: str) -> tuple[Gate, str]:
+def first_closed(gates: Sequence[Gate]) -> Gate | None:
+    """The first gate that did not pass, or None."""
+    return next((g for g in gates if not g.ok), None)
+
+
+def image_gate(registry: Registry, env: Environment, tag: str) -> tuple[Gate, str | None]:
+    """The tag must exist: the gate and the digest it resolves to (None: it does not)."""
     digest = registry.resolve(env.image, tag)
     if digest is None:
-        gate = Gate("image", False, f"tag {tag} does not exist in {env.image}")
-        raise GateFailure(gate, "build and push it first (buildImage), or check the tag")
+        message = f"tag {tag} does not exist in {env.image}"
+        hint = "build and push it first (buildImage), or check the tag"
+        return Gate("image", False, message, hint=hint), None
     return Gate("image", True, f"{env.image}:{tag} is {digest}", {"digest": digest}), digest
 
 
 def digest_gate(registry: Registry, env: Environment, tag: str | None, digest: str) -> Gate:
     """For a rollback: the recorded digest must still be in the registry (no rebuild)."""
     if not registry.has_digest(env.image, digest):
-        gate = Gate("image", False, f"{env.image}@{digest} ({tag}) is no longer in the registry")
-        raise GateFailure(gate, "it was deleted (retention or garbage collection); rebuild it")
+        message = f"{env.image}@{digest} ({tag}) is no longer in the registry"
+        hint = "it was deleted (retention or garbage collection); rebuild it"
+        return Gate("image", False, message, hint=hint)
     return Gate("image", True, f"{env.image}@{digest} ({tag}) is still in the registry")
 
 
@@ -130,11 +154,13 @@ def headroom_gate(
             "message": result.message,
         }
         checked.append(entry)
-        if not result.fits:
-            gate = Gate("headroom", False, f"{name}: {result.message}", {"deployments": checked})
-            raise GateFailure(
-                gate,
-                "free GPUs on the node class or lower maxSurge; 'gpuops headroom check' "
+        if not result.fits:  # the first Deployment that does not fit closes the gate
+            return Gate(
+                "headroom",
+                False,
+                f"{name}: {result.message}",
+                {"deployments": checked},
+                hint="free GPUs on the node class or lower maxSurge; 'gpuops headroom check' "
                 "shows the numbers",
             )
     fitting = [c for c in checked if c.get("fits")]

@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import Conflict, KubeClient
+from gpuops.adapters.kube import apps as kubeapps
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import CHANGE_CAUSE, RELEASE_ANNOTATION, ROLLED_BACK_ANNOTATION
 from gpuops.core.releasepatch import MODEL_ANNOTATION, model_value

@@ -1,14 +1,17 @@
-"""Typed requests and outcomes of the release use cases."""
+"""Typed requests and outcomes of the release use cases, and the shapes of their documents
+(``TypedDict``s beside the ``to_dict`` that builds them: ``gpuops describe`` lists them as
+JSON Schema, :mod:`gpuops.schema`)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
+from gpuops.core.deploywatch import Problem
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import Release
-from gpuops.usecases.releases.gates import Gate
+from gpuops.usecases.releases.gates import Gate, GateDocument
 from gpuops.usecases.releases.watch import WatchResult
 
 PLANNED = "planned"  # a dry run: every gate passed, nothing changed
@@ -16,6 +19,9 @@ UNCHANGED = "unchanged"  # the environment already runs exactly this
 SUCCEEDED = "succeeded"
 FAILED = "failed"  # the rollout failed; the previous release was restored
 ABORTED = "aborted"  # someone else changed a Deployment during the release; left as it is
+REFUSED = "refused"  # a gate, the approval or the lock said no; nothing changed
+INTERRUPTED = "interrupted"  # stopped midway (the API server gone); the next release finishes
+STATES = [PLANNED, UNCHANGED, SUCCEEDED, FAILED, ABORTED, REFUSED, INTERRUPTED]
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,14 @@ class RollbackRequest:
     dry_run: bool = False
 
 
+class WantedDocument(TypedDict):
+    tag: str | None
+    digest: str | None
+    image: str
+    model: str | None
+    restores: NotRequired[int]  # a rollback: the number of the release it restores
+
+
 @dataclass(frozen=True)
 class Wanted:
     """The content a release puts on the cluster."""
@@ -66,8 +80,8 @@ class Wanted:
     model: str | None
     source: Release | None = None  # for a rollback: the release it restores
 
-    def to_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
+    def to_dict(self) -> WantedDocument:
+        doc: WantedDocument = {
             "tag": self.tag,
             "digest": self.digest,
             "image": self.image,
@@ -76,6 +90,50 @@ class Wanted:
         if self.source is not None:
             doc["restores"] = self.source.number
         return doc
+
+
+class ApprovalDocument(TypedDict):
+    required: bool
+    approvers: list[str]
+    timeout_minutes: int
+    approved_by: str | None
+
+
+class LockDocument(TypedDict):
+    resource: str  # the Jenkins lock resource of the target
+    leases: NotRequired[list[str]]  # the rest once the release took the lock
+    holder: NotRequired[str]
+    taken_over: NotRequired[list[dict[str, Any]]]
+
+
+class WatchDocument(TypedDict):
+    state: str  # complete | failed | aborted
+    seconds: float
+    problem: Annotated[dict[str, Any] | None, Problem]
+    progress: list[str]
+
+
+class ReleaseDocument(TypedDict):
+    """The ``result`` of ``gpuops release promote`` and ``rollback``."""
+
+    environment: str
+    action: Annotated[str, {"enum": ["promote", "rollback"]}]
+    state: Annotated[str, {"enum": STATES}]
+    namespace: str
+    deployments: list[str]
+    server: str
+    approval: Annotated[dict[str, Any], ApprovalDocument]
+    lock: Annotated[dict[str, Any], LockDocument]
+    gates: list[Annotated[dict[str, Any], GateDocument]]
+    wanted: WantedDocument | None
+    previous: Annotated[dict[str, Any] | None, Release]  # what ran before
+    release: Annotated[dict[str, Any] | None, Release]  # this release's record
+    reconciled: list[dict[str, Any]]
+    notes: list[str]
+    timings_s: dict[str, float]
+    rollout: NotRequired[WatchDocument]
+    restore: NotRequired[WatchDocument]
+    explanation: NotRequired[dict[str, Any]]
 
 
 @dataclass
@@ -98,9 +156,9 @@ class ReleaseOutcome:
     timings_s: dict[str, float] = field(default_factory=dict)
     t0: float = field(default_factory=time.monotonic, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReleaseDocument:
         e = self.env
-        doc: dict[str, Any] = {
+        doc: ReleaseDocument = {
             "environment": e.name,
             "action": self.action,
             "state": self.state,
@@ -126,7 +184,7 @@ class ReleaseOutcome:
         return doc
 
 
-def _watch_dict(w: WatchResult) -> dict[str, Any]:
+def _watch_dict(w: WatchResult) -> WatchDocument:
     return {
         "state": w.state,
         "seconds": w.seconds,

@@ -20,7 +20,7 @@ from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.images import compat as compat_usecase
 from gpuops.usecases.images import registryops
 from gpuops.usecases.images.registryops import RegistryAccess
-from gpuops.usecases.releases.gates import Gate, GateFailure
+from gpuops.usecases.releases.gates import Gate
 
 
 @dataclass
@@ -65,7 +65,7 @@ class ImageRegistry:
             access=self.access,
             cluster=cluster,
         )
-        outcome = compat_usecase.compat(request, connect)
+        outcome = compat_usecase.compat(request, connect).result
         details: dict[str, Any] = {
             "node_class": env.node_class,
             "cuda_version": outcome.cuda_version,
@@ -73,14 +73,13 @@ class ImageRegistry:
         }
         if outcome.result is not None:
             details["offending"] = [n.node for n in outcome.result.offending]
-        gate = Gate("compat", outcome.ok, outcome.message, details)
-        if not outcome.ok:
-            raise GateFailure(
-                gate,
-                "the nodes' drivers are older than the image's CUDA needs: update the drivers "
-                "(updateGpuNodes) or build on an older CUDA base",
-            )
-        return gate
+        hint = (
+            None
+            if outcome.ok
+            else "the nodes' drivers are older than the image's CUDA needs: update the drivers "
+            "(updateGpuNodes) or build on an older CUDA base"
+        )
+        return Gate("compat", outcome.ok, outcome.message, details, hint=hint)
 
 
 def registry_for(env: Environment) -> ImageRegistry:

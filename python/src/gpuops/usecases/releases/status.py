@@ -1,26 +1,48 @@
 """Reading an environment: its release history (``gpuops release history``) and what it runs
 now (``gpuops release status``). Nothing is written: a release left open by an interrupted run
-is shown with what the cluster says about it; the next release finishes its record."""
+is shown with what the cluster says about it; the next release finishes its record. Both
+return an ok :class:`~gpuops.usecases.outcome.Outcome`: reading has no verdict of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict
 
-from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kube import apps as kubeapps
 from gpuops.core import deploywatch
 from gpuops.core import releasehistory as hist
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import Release
 from gpuops.errors import GpuOpsError
 from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config, steps
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Deps, cluster_of
 from gpuops.usecases.releases.store import HistoryStore, read_holders
 from gpuops.usecases.releases.watch import observe
+from gpuops.usecases.reportdoc import ReportDocument
+
+if TYPE_CHECKING:
+    from gpuops.usecases.reports import BesideReport
+
+
+class HistoryDocument(TypedDict):
+    """The ``result`` of ``gpuops release history``."""
+
+    environment: str
+    namespace: str
+    deployments: list[str]
+    server: str
+    current: int | None  # the number of the release that runs now
+    previous: Annotated[dict[str, Any] | None, Release]
+    rollback_choices: list[str | None]
+    open: dict[str, str]  # a pending release's number -> what it would be
+    releases: list[Annotated[dict[str, Any], Release]]  # newest first
+    report: NotRequired[ReportDocument]  # with --report-dir
 
 
 @dataclass
@@ -32,9 +54,10 @@ class HistoryOutcome:
     previous: Release | None
     choices: list[Release]
     open: dict[int, str] = field(default_factory=dict)  # pending number -> what it would be
+    report: BesideReport | None = None  # the page asked for with --report-dir
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> HistoryDocument:
+        doc: HistoryDocument = {
             "environment": self.env.name,
             "namespace": self.env.namespace,
             "deployments": list(self.env.deployments),
@@ -45,11 +68,20 @@ class HistoryOutcome:
             "open": {str(k): v for k, v in self.open.items()},
             "releases": [r.to_dict() for r in self.records],
         }
+        if self.report is not None:
+            doc["report"] = self.report.to_dict()
+        return doc
 
 
 def history(
-    target: m.Target, limit: int, connect: Callable[[Cluster], KubeClient] = Cluster.connect
-) -> HistoryOutcome:
+    target: m.Target,
+    limit: int,
+    connect: Callable[[Cluster], KubeClient] = Cluster.connect,
+    *,
+    report_dir: Path | None = None,
+) -> Outcome[HistoryOutcome]:
+    """The newest ``limit`` releases; with ``report_dir``, the history page written there (a
+    page that cannot be written is said in the result and changes no verdict)."""
     env = config.load(target.config).environment(target.environment)
     kube = connect(cluster_of(env, target))
     try:
@@ -61,7 +93,7 @@ def history(
     current = hist.by_number(records, live[0].release)
     open_ = _open(records, live, bool([h for h in holders if not h["stale"]]))
     newest = sorted(records, key=lambda r: r.number, reverse=True)[:limit]
-    return HistoryOutcome(
+    out = HistoryOutcome(
         env,
         kube.server,
         newest,
@@ -70,6 +102,12 @@ def history(
         hist.rollback_choices(records, current),
         open_,
     )
+    if report_dir is None:
+        return Outcome(out)
+    from gpuops.usecases import reports  # noqa: PLC0415 - the pages only when asked
+
+    out.report = reports.write_beside("releases", report_dir, out.to_dict)
+    return Outcome(out, files=out.report.files)
 
 
 def _open(records: list[Release], live: list[steps.Live], locked: bool) -> dict[int, str]:
@@ -87,6 +125,41 @@ def _open(records: list[Release], live: list[steps.Live], locked: bool) -> dict[
     }
 
 
+class DeploymentRow(TypedDict):
+    name: str
+    image: str
+    model: str | None
+    release: int | None
+    replicas: int
+    updated: int
+    ready: int
+    available: int
+    complete: bool
+    progress: str
+
+
+class RegistryTagDocument(TypedDict):
+    tag: str
+    repository: str
+    digest: str | None
+    problem: NotRequired[str]  # the registry could not be asked
+    matches_current: NotRequired[bool]
+
+
+class StatusDocument(TypedDict):
+    """The ``result`` of ``gpuops release status``."""
+
+    environment: str
+    namespace: str
+    server: str
+    current: Annotated[dict[str, Any] | None, Release]
+    deployments: list[Annotated[dict[str, Any], DeploymentRow]]
+    complete: bool
+    locks: list[dict[str, Any]]
+    open: dict[str, str]
+    registry_tag: Annotated[dict[str, Any] | None, RegistryTagDocument]
+
+
 @dataclass
 class StatusOutcome:
     env: Environment
@@ -101,7 +174,7 @@ class StatusOutcome:
     def complete(self) -> bool:
         return all(d["complete"] for d in self.deployments)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StatusDocument:
         return {
             "environment": self.env.name,
             "namespace": self.env.namespace,
@@ -115,7 +188,7 @@ class StatusOutcome:
         }
 
 
-def status(target: m.Target, deps: Deps) -> StatusOutcome:
+def status(target: m.Target, deps: Deps) -> Outcome[StatusOutcome]:
     env = config.load(target.config).environment(target.environment)
     kube = deps.connect(cluster_of(env, target))
     try:
@@ -153,7 +226,7 @@ def status(target: m.Target, deps: Deps) -> StatusOutcome:
     )
     if env.registry_tag:
         out.registry_tag = _registry_tag(env, current, deps.for_env(env))
-    return out
+    return Outcome(out)
 
 
 def _registry_tag(env: Environment, current: Release | None, deps: Deps) -> dict[str, Any]:

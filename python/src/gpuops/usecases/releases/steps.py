@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import Conflict, KubeClient
+from gpuops.adapters.kube import apps as kubeapps
 from gpuops.core import deploywatch
 from gpuops.core import releasehistory as hist
 from gpuops.core.deploywatch import Problem

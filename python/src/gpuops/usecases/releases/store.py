@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import Conflict, KubeClient
+from gpuops.adapters.kube import apps as kubeapps
 from gpuops.core import releasehistory as hist
 from gpuops.core import releaselock as core_lock
 from gpuops.core.releaseconfig import Environment

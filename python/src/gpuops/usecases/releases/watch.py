@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuops.adapters import kubeapps
 from gpuops.adapters.kube import KubeClient
+from gpuops.adapters.kube import apps as kubeapps
 from gpuops.core import deploywatch as rollout
 from gpuops.core import explain as explain_core
 from gpuops.core.deploywatch import Observation, Problem, Tracker
@@ -145,7 +145,7 @@ def explain_unschedulable(
     result = explain_core.explain(pod.pod, nodes, bound, group_by)
     if pod.scheduled_reason == "Unschedulable":
         result.event_message = pod.scheduled_message
-    doc = result.to_dict()
+    doc: dict[str, Any] = dict(result.to_dict())
     blocked = [n for n in doc.pop("nodes") if not n["fits"]]
     doc["nodes"] = [
         {"name": n["name"], "node_class": n["node_class"], "why": n["failures"]}
