@@ -83,6 +83,42 @@ def test_output_is_taken_before_and_after_the_command(
     assert doc["command"] == "probe count" and doc["result"] == {"last": 3}, doc
 
 
+@pytest.mark.parametrize(
+    ("argv", "output"),
+    [
+        (["probe", "-o", "json", "count", "--last", "3"], "json"),
+        (["probe", "--output=json", "count", "--last", "3"], "json"),
+        (["probe", "-ojson", "count", "--last", "3"], "json"),
+        (["-o", "text", "probe", "-o", "json", "count", "--last", "3"], "json"),  # the last wins
+        (["-o", "json", "probe", "-o", "text", "count", "--last", "3"], "text"),
+        (["probe", "-o", "json", "count", "--last", "3", "-o", "text"], "text"),
+        (["probe", "-o", "text", "count", "--last", "3", "-o", "json"], "json"),
+    ],
+)
+def test_output_is_taken_between_the_group_and_its_command(
+    argv: list[str], output: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As kubectl and helm: ``gpuops headroom -o json check ...``."""
+    assert cli_main.run(argv) == 0
+    out = capsys.readouterr().out
+    if output == "json":
+        doc = json.loads(out)
+        assert doc["command"] == "probe count" and doc["result"] == {"last": 3}, doc
+    else:
+        assert out.strip() == "last 3", out
+
+
+def test_output_between_the_group_and_a_real_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-kubeconfig"
+    argv = ["headroom", "-o", "json", "check", "--gpus-per-pod", "1", "--kubeconfig", str(missing)]
+    assert cli_main.run(argv) == 2
+    doc = json.loads(capsys.readouterr().err)
+    assert doc["command"] == "headroom check", doc
+    assert "does not exist" in doc["error"]["message"], doc
+
+
 def test_output_after_the_command_shapes_its_errors_too(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -132,14 +168,22 @@ def test_the_global_options_are_no_parameters_of_a_command() -> None:
         (["--debug"], logging.DEBUG),
         (["AFTER", "-v"], logging.INFO),
         (["-v", "AFTER", "-v"], logging.DEBUG),
+        (["GROUP", "-v"], logging.INFO),
+        (["GROUP", "--verbose"], logging.INFO),
+        (["GROUP", "-v", "AFTER", "-v"], logging.DEBUG),
+        (["-v", "GROUP", "-v"], logging.DEBUG),
     ],
 )
 def test_verbose_sets_the_log_level_before_and_after_the_command(
     argv: list[str], level: int
 ) -> None:
+    """-v counts add up wherever they are: before the group, after it, after the command."""
     before = list(argv[: argv.index("AFTER")]) if "AFTER" in argv else argv
     after = argv[argv.index("AFTER") + 1 :] if "AFTER" in argv else []
-    assert cli_main.run([*before, "probe", "count", *after]) == 0
+    between: list[str] = []
+    if "GROUP" in before:
+        before, between = before[: before.index("GROUP")], before[before.index("GROUP") + 1 :]
+    assert cli_main.run([*before, "probe", *between, "count", *after]) == 0
     assert logging.getLogger("gpuops").level == level
 
 
@@ -152,6 +196,10 @@ def test_the_presumed_runtime_reads_the_global_options_anywhere() -> None:
     assert presumed(["-vv", "x", "-v"]).verbose == 3
     assert presumed(["--verbose"]).verbose == 1
     assert presumed(["headroom", "explain", "--", "-o"]).output == "text"  # an argument
+    assert presumed(["headroom", "-o", "json", "check"]).output == "json"
+    # a trailing -o without its value leaves the earlier one (click refuses it, in JSON)
+    assert presumed(["-o", "json", "nodes", "update", "-o"]).output == "json"
+    assert presumed(["--output", "json", "nodes", "update", "--output"]).output == "json"
 
 
 # -- one name for "change nothing", the old names kept -------------------------------------------
@@ -231,6 +279,24 @@ def test_release_history_takes_last_and_its_old_limit(tmp_path: Path) -> None:
     assert _params("release history", ["-e", "dev", "--limit", "7"])["last"] == 7
     for key in ("last", "limit"):
         assert _params("release history", [], {"environment": "dev", key: 4}, tmp_path)["last"] == 4
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["release", "history", "-e", "dev", "--last", "0"],
+        ["release", "history", "-e", "dev", "--limit", "0"],
+        ["probe", "count", "--last", "0"],
+        ["probe", "count", "--limit", "x"],
+    ],
+)
+def test_a_bad_value_names_the_option_not_its_hidden_old_flag(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main.run([*argv, "-o", "json"]) == 2
+    error = json.loads(capsys.readouterr().err)["error"]
+    assert "'--last'" in error["message"] and "--limit" not in error["message"], error
+    assert error["field"] == "last", error
 
 
 def test_a_hidden_old_flag_works_but_is_not_in_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -100,13 +100,20 @@ class GpuOpsCommand(click.Command):
         """The command's options, then ``-o/--output`` and ``-v/--verbose``: accepted after
         the command as before it. They are no options of the command itself (not in
         ``describe``, no JSON parameter keys)."""
-        own = super().get_params(ctx)
-        taken = {opt for p in own for opt in p.opts}
-        extra = [g for g in global_options() if not taken & set(g.opts)]
-        help_option = self.get_help_option(ctx)
-        if help_option is not None and own[-1:] == [help_option]:  # --help stays last
-            return [*own[:-1], *extra, help_option]
-        return own + extra
+        return _with_global_options(self, ctx, super().get_params(ctx))
+
+
+def _with_global_options(
+    command: click.Command, ctx: click.Context, own: list[click.Parameter]
+) -> list[click.Parameter]:
+    """``own`` and the global options it does not already have (the root has its own),
+    ``--help`` kept last."""
+    taken = {opt for p in own for opt in p.opts}
+    extra = [g for g in global_options() if not taken & set(g.opts)]
+    help_option = command.get_help_option(ctx)
+    if help_option is not None and own[-1:] == [help_option]:  # --help stays last
+        return [*own[:-1], *extra, help_option]
+    return own + extra
 
 
 def _check_param(ctx: click.Context, option: click.Option, key: str, value: Any) -> None:
@@ -121,8 +128,15 @@ def _check_param(ctx: click.Context, option: click.Option, key: str, value: Any)
 
 
 class GpuOpsGroup(click.Group):
+    """A group of gpuops commands. Takes ``-o/--output`` and ``-v/--verbose`` between itself
+    and its command too (``gpuops headroom -o json check ...``, as kubectl and helm do), the
+    same way a command does."""
+
     command_class = GpuOpsCommand
     group_class = type
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _with_global_options(self, ctx, super().get_params(ctx))
 
 
 def pass_runtime(f: Callable[..., Shown]) -> Callable[..., Shown]:

@@ -288,8 +288,9 @@ def _presumed_runtime(argv: Sequence[str]) -> Runtime:
     for i, arg in enumerate(args):
         if arg == "--":  # what follows is arguments, no options
             break
-        if arg in ("--output", "-o") and i + 1 < len(args):  # before or after the command
-            runtime.output = args[i + 1]
+        if arg in ("--output", "-o"):  # before or after the command
+            if i + 1 < len(args):  # a trailing one without its value changes nothing
+                runtime.output = args[i + 1]
         elif arg.startswith("--output="):
             runtime.output = arg.partition("=")[2]
         elif arg.startswith("-o") and not arg.startswith("--"):  # -ojson

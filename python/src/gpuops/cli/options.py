@@ -51,6 +51,12 @@ class Renamed(click.Option):
         finally:
             self.opts = every
 
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        """How an error message names the option: its visible flags only (``'--last'``, not
+        ``'--last' / '--limit'``), as help shows it."""
+        shown = [o for o in self.opts if o not in self.hidden_flags]
+        return " / ".join(f"'{o}'" for o in shown) if shown else super().get_error_hint(ctx)
+
 
 def renamed(
     *param_decls: str, hidden: Sequence[str] = (), keys: Sequence[str] = (), **attrs: Any
