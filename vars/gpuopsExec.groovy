@@ -134,21 +134,24 @@ Object credentialBinding(Map spec) {
 }
 
 // Reads the result (status 0) or the error document and turns it into the step's outcome:
-// always [ok: Boolean, result: Map, error: Map or null]. A failure whose category the caller
-// allows returns ok: false with the CLI's "result" (e.g. a refused gate's numbers); any other
-// failure fails the build.
+// always [ok: Boolean, verdict: String, result: Map, error: Map or null]; verdict is the
+// document's (ok, refused, failed, partial), derived for an older CLI that wrote none. A failure
+// whose category the caller allows returns ok: false with the CLI's "result" (e.g. a refused
+// gate's numbers); any other failure fails the build.
 Map outcome(String stepName, List allowCategories, int status, Map files) {
     if (status == 0) {
-        Map result = readDocument(stepName, files.result, 'result', true)?.result ?: [:]
-        return [ok: true, result: result, error: null]
+        Map done = readDocument(stepName, files.result, 'result', true)
+        Map result = done?.result ?: [:]
+        return [ok: true, verdict: CliContract.verdictOf(done, null), result: result, error: null]
     }
     Map document = readDocument(stepName, files.error, 'error', false)
     Map failure = CliContract.errorOf(document, status)
+    String verdict = CliContract.verdictOf(document, failure)
     if (allowCategories.contains(failure.category)) {
         Map result = document?.result instanceof Map ? (Map) document.result : [:]
-        return [ok: false, result: result, error: failure]
+        return [ok: false, verdict: verdict, result: result, error: failure]
     }
-    error(CliContract.errorText(stepName, failure))
+    error(CliContract.errorText(stepName, failure, verdict))
 }
 
 // The parsed document at path; null when the file is absent and not required.

@@ -24,6 +24,9 @@ class CliContract implements Serializable {
         5: 'internal',
     ].asImmutable()
 
+    /** The verdicts of an error document (gpuops.contract.ERROR_VERDICTS); a result document's is 'ok'. */
+    static final List<String> ERROR_VERDICTS = ['refused', 'failed', 'partial'].asImmutable()
+
     /** Category of the errors gpuopsExec raises itself when the agent's CLI is missing or of another version. */
     static final String SETUP_CATEGORY = 'cli-setup'
 
@@ -137,11 +140,32 @@ class CliContract implements Serializable {
         return result
     }
 
-    /** The text of the build error for a failed CLI call: `[step] message (category)`, then the hint. */
+    /**
+     * The verdict of a result (`error` null) or error document: the document's own `verdict`,
+     * else derived as the CLI does (an older CLI wrote none): 'ok' for a result, 'refused' for
+     * category gate-refused, else 'failed'.
+     */
     @NonCPS
-    static String errorText(String stepName, Map error) {
+    static String verdictOf(Object doc, Map error) {
+        if (error == null) {
+            return 'ok'
+        }
+        Object given = (doc instanceof Map) ? doc.verdict : null
+        if (given instanceof String && ERROR_VERDICTS.contains(given)) {
+            return given
+        }
+        return error.category == 'gate-refused' ? 'refused' : 'failed'
+    }
+
+    /**
+     * The text of the build error for a failed CLI call: `[step] message (category)`, then the
+     * hint; `(category, partial)` where the verdict is partial (part of the operation succeeded).
+     */
+    @NonCPS
+    static String errorText(String stepName, Map error, String verdict = null) {
         String field = error.field ? "${StepParams.stepName(error.field.toString())}: " : ''
-        String text = "[${stepName}] ${field}${error.message} (${error.category})"
+        String partial = verdict == 'partial' ? ', partial' : ''
+        String text = "[${stepName}] ${field}${error.message} (${error.category}${partial})"
         if (error.hint) {
             text += "\nHint: ${error.hint}"
         }

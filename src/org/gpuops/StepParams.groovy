@@ -73,7 +73,7 @@ class StepParams implements Serializable {
         if (outcome.ok) {
             return
         }
-        String text = CliContract.errorText(stepName, outcome.error as Map)
+        String text = CliContract.errorText(stepName, outcome.error as Map, outcome.verdict as String)
         if (mode == 'unstable') {
             script.unstable(text)
         } else {

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gpuops.cli.describe import result_schema
-from gpuops.contract import error_document_schema
+from gpuops.contract import error_document_schema, result_document_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE = ("release promote", "release rollback")
@@ -28,15 +28,16 @@ RELEASE = ("release promote", "release rollback")
 VERSION = {"type": "object", "properties": {"version": {"type": "string"}}}
 
 #: file -> variable -> what it holds: command paths (their result), "error-document" /
-#: "version" (whole documents) or "error" (an error document's ``error``; in CliContract also
-#: the map errorOf makes of it, whose keys errorText reads).
+#: "result-document" (any command's result document) / "version" (whole documents) or "error"
+#: (an error document's ``error``; in CliContract also the map errorOf makes of it, whose keys
+#: errorText reads). CliContract's ``doc`` is any of these documents (verdictOf reads both).
 ROOTS: dict[str, dict[str, tuple[str, ...]]] = {
     "src/org/gpuops/ReleaseFlow.groovy": {"plan": RELEASE},
     "src/org/gpuops/CliContract.groovy": {
-        "doc": ("error-document", "version"),
+        "doc": ("error-document", "result-document", "version"),
         "error": ("error",),
     },
-    "vars/gpuopsExec.groovy": {"document": ("error-document",)},
+    "vars/gpuopsExec.groovy": {"document": ("error-document",), "done": ("result-document",)},
     "vars/buildImage.groovy": {"record": ("image build",)},
 }
 #: ``readDocument(...)?.result``: the result document's ``result``.
@@ -52,6 +53,8 @@ def _schemas(kind: str) -> list[dict[str, Any]]:
         return [error_document_schema()]
     if kind == "version":
         return [VERSION]
+    if kind == "result-document":  # the envelope every command's result document shares
+        return [result_document_schema("any", {"type": "object"})]
     if kind == "error":
         return [error_document_schema()["properties"]["error"]]
     schema = result_schema(kind)
@@ -144,7 +147,7 @@ def test_every_field_a_step_reads_from_a_document_is_declared(rel: str) -> None:
         kinds = ROOTS[rel][root]
         for kind in kinds:
             ok = any(declared(s, fields) for s in _schemas(kind))
-            if "version" in kinds:  # one variable for either document
+            if "version" in kinds:  # one variable for any of these documents
                 ok = any(declared(s, fields) for k in kinds for s in _schemas(k))
             assert ok, (
                 f"{rel}:{line} reads {root}.{'.'.join(fields)}, which the schema of "
@@ -180,3 +183,18 @@ def test_the_reads_the_release_flow_makes_are_found_and_an_undeclared_one_fails(
     found = [(line, fields) for line, _, fields in reads(fake, {"plan": RELEASE})]
     assert found == [(2, ["wanted"]), (3, ["wanted", "colour"])]
     assert declared(promote, ["wanted"]) and not declared(promote, ["wanted", "colour"])
+
+
+def test_the_verdict_read_of_both_documents_is_found_and_declared() -> None:
+    contract = (ROOT / "src/org/gpuops/CliContract.groovy").read_text()
+    found = {
+        (root, ".".join(p))
+        for _, root, p in reads(contract, ROOTS["src/org/gpuops/CliContract.groovy"])
+    }
+    assert ("doc", "verdict") in found
+    runner = (ROOT / "vars/gpuopsExec.groovy").read_text()
+    found = {(root, ".".join(p)) for _, root, p in reads(runner, ROOTS["vars/gpuopsExec.groovy"])}
+    assert ("done", "result") in found
+    for kind in ("result-document", "error-document"):
+        assert declared(_schemas(kind)[0], ["verdict"]), kind
+        assert not declared(_schemas(kind)[0], ["outcome"]), kind

@@ -23,7 +23,7 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
 
         Object outcome = runStep('gpuopsExec', exec())
 
-        assertEquals([ok: true, result: [digest: 'sha256:abc', tags: ['1.2']], error: null], outcome)
+        assertEquals([ok: true, verdict: 'ok', result: [digest: 'sha256:abc', tags: ['1.2']], error: null], outcome)
         assertEquals(["'gpuops' --output json --version > \"\$GPUOPS_VERSION_FILE\"", "'gpuops' 'image' 'push'"],
             shCalls*.script)
         assertTrue(shCalls.every { it.returnStatus == true })
@@ -151,7 +151,7 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
 
         Object outcome = runStep('gpuopsExec', exec(allowCategories: ['gate-refused']))
 
-        assertEquals([ok: false, result: [free: 1],
+        assertEquals([ok: false, verdict: 'refused', result: [free: 1],
                       error: [message: 'not enough GPUs', category: 'gate-refused', hint: null, exitCode: 3,
                               field: null]], outcome)
         assertJobStatusSuccess()
@@ -161,8 +161,51 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
     void successHasTheSameShapeWithOrWithoutAllowedCategories() {
         cliSucceeds(WORDS, [free: 8])
 
-        assertEquals([ok: true, result: [free: 8], error: null],
+        assertEquals([ok: true, verdict: 'ok', result: [free: 8], error: null],
             runStep('gpuopsExec', exec(allowCategories: ['gate-refused'])))
+    }
+
+    @Test
+    void aPartialErrorDocumentSurfacesItsVerdict() {
+        cliFails(WORDS, 1, [message: '1 host(s) failed: gpu-01', category: 'failed'],
+            [verdict: 'partial', result: [changed: ['gpu-02'], failed: ['gpu-01']]])
+
+        Object outcome = runStep('gpuopsExec', exec(allowCategories: ['failed']))
+
+        assertEquals([ok: false, verdict: 'partial', result: [changed: ['gpu-02'], failed: ['gpu-01']],
+                      error: [message: '1 host(s) failed: gpu-01', category: 'failed', hint: null, exitCode: 1,
+                              field: null]], outcome)
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void aPartialFailureSaysSoInTheBuildError() {
+        cliFails(WORDS, 1, [message: '1 host(s) failed: gpu-01', category: 'failed'], [verdict: 'partial'])
+
+        assertEquals('[pushImage] 1 host(s) failed: gpu-01 (failed, partial)',
+            runStepExpectingError('gpuopsExec', exec()))
+    }
+
+    @Test
+    void theDocumentsOwnVerdictIsTakenOverTheDerivedOne() {
+        cliFails(WORDS, 1, [message: 'the gate said no', category: 'failed'], [verdict: 'refused'])
+
+        assertEquals('refused', runStep('gpuopsExec', exec(allowCategories: ['failed'])).verdict)
+    }
+
+    @Test
+    void anOlderCliWithoutVerdictHasItDerived() {
+        // Documents without "verdict" (an older CLI): ok, refused for gate-refused, else failed.
+        cliFails(WORDS, 4, [message: 'apiserver unreachable', category: 'unreachable'])
+
+        Object failed = runStep('gpuopsExec', exec(allowCategories: ['unreachable']))
+
+        assertEquals('failed', failed.verdict)
+        assertEquals('ok', CliContract.verdictOf([ok: true, command: 'image push', result: [:]], null))
+        assertEquals('refused', CliContract.verdictOf([ok: false, error: [category: 'gate-refused']],
+            CliContract.errorOf([ok: false, error: [category: 'gate-refused']], 3)))
+        assertEquals('failed', CliContract.verdictOf(null, CliContract.errorOf(null, 1)))
+        assertEquals('failed', CliContract.verdictOf([verdict: 'bogus'], [category: 'failed']))
     }
 
     @Test

@@ -140,6 +140,19 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void someHostsChangedAndOthersFailedSaysPartialInTheConsoleLine() {
+        Map partly = [changed: ['gpu-h800-02'], failed: ['gpu-h800-01'], not_started: []]
+        cliFails(WORDS, 1, FAILURE, [verdict: 'partial', result: partly])
+
+        Object result = runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertEquals(partly, result)
+        assertEquals(["[updateGpuNodes] ${FAILURE.message} (failed, partial)\nHint: ${FAILURE.hint}".toString()],
+            unstableMessages)
+        assertJobStatusUnstable()
+    }
+
+    @Test
     void aRefusedBatchIsAFailureByPolicyToo() {
         cliFails(WORDS, 3, [message: 'rollout stopped: headroom gate refused batch 0', category: 'gate-refused'],
             [result: FAILED_RESULT])
