@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown
 from gpuops.cli.types import Integer, Text
 from gpuops_lab import (
     COMPONENTS,
@@ -70,31 +70,31 @@ _dir_option = click.option(
 @click.option("--registry-auth", is_flag=True, help="Registry with htpasswd auth and TLS.")
 def up(
     lab_dir: Path, components: list[str], hosts: int, extra_nodes: int, registry_auth: bool
-) -> Outcome:
+) -> Shown:
     """Start the lab (idempotent: running components are kept)."""
     config = LabConfig(
         dir=lab_dir, hosts=hosts, extra_nodes=extra_nodes, registry_auth=registry_auth
     )
     result = Lab(config).up(components)
-    return Outcome(result, _render(result))
+    return Shown(result, _render(result))
 
 
 @lab.command()
 @_dir_option
-def down(lab_dir: Path) -> Outcome:
+def down(lab_dir: Path) -> Shown:
     """Stop the lab and remove every process, namespace, mount and file it made."""
     result = Lab(LabConfig(dir=lab_dir)).down()
     if not result["stopped"]:
-        return Outcome(result, f"no lab in {result['dir']}: nothing to do")
-    return Outcome(result, f"lab in {result['dir']} is down")
+        return Shown(result, f"no lab in {result['dir']}: nothing to do")
+    return Shown(result, f"lab in {result['dir']} is down")
 
 
 @lab.command()
 @_dir_option
-def status(lab_dir: Path) -> Outcome:
+def status(lab_dir: Path) -> Shown:
     """Show what runs and where (ports, kubeconfig, inventory)."""
     result = Lab(LabConfig(dir=lab_dir)).status()
-    return Outcome(result, _render(result))
+    return Shown(result, _render(result))
 
 
 def _render(result: dict[str, object]) -> str:

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuops.cli import main as cli_main
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown
 from gpuops.cli.main import run
 from gpuops.cli.types import Text, check_param_value
 
@@ -238,11 +238,11 @@ def probe() -> None:
 
 @probe.command(name="vanish")
 @click.option("--dir", "directory", type=Text("path"), required=True)
-def probe_vanish(directory: str) -> Outcome:
+def probe_vanish(directory: str) -> Shown:
     """Runs, then puts a file where the result file's directory was."""
     shutil.rmtree(directory)
     Path(directory).write_text("not a directory any more\n")
-    return Outcome({"done": True}, "done")
+    return Shown({"done": True}, "done")
 
 
 def test_a_result_file_that_cannot_be_written_after_the_run_is_exit_1_not_a_traceback(

@@ -12,7 +12,7 @@ import pytest
 
 import gpuops
 from gpuops.cli import main as cli_main
-from gpuops.cli.base import GpuOpsGroup, Outcome
+from gpuops.cli.base import GpuOpsGroup, Shown
 from gpuops.cli.types import Integer, Text
 from gpuops.errors import (
     ExitCode,
@@ -35,13 +35,13 @@ def probe() -> None:
 @click.option("--count", type=Integer(1, 10), default=1)
 @click.option("--name", type=Text("name"), default="world")
 @click.option("--flag", is_flag=True)
-def probe_echo(count: int, name: str, flag: bool) -> Outcome:
-    return Outcome({"count": count, "name": name, "flag": flag}, f"hello {name} x{count}")
+def probe_echo(count: int, name: str, flag: bool) -> Shown:
+    return Shown({"count": count, "name": name, "flag": flag}, f"hello {name} x{count}")
 
 
 @probe.command(name="raise")
 @click.option("--kind", type=Text("kind"), required=True)
-def probe_raise(kind: str) -> Outcome:
+def probe_raise(kind: str) -> Shown:
     errors: dict[str, Exception] = {
         "failed": OperationFailed("the rollout failed", hint="look at the pods"),
         "invalid": InvalidInput("bad tag 'x y'"),
@@ -49,7 +49,7 @@ def probe_raise(kind: str) -> Outcome:
         "bug": KeyError("boom"),
     }
     if kind == "gate":  # a refusal is an outcome: the numbers, and the error that sets the code
-        return Outcome({"free": 2, "needed": 4}, "2 free", error=GateRefused("2 free GPUs, need 4"))
+        return Shown({"free": 2, "needed": 4}, "2 free", error=GateRefused("2 free GPUs, need 4"))
     raise errors[kind]
 
 

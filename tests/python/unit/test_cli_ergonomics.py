@@ -14,7 +14,7 @@ import click
 import pytest
 
 from gpuops.cli import main as cli_main
-from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime
+from gpuops.cli.base import GpuOpsGroup, Runtime, Shown
 from gpuops.cli.options import renamed
 from gpuops.cli.types import Integer
 
@@ -30,10 +30,10 @@ def probe() -> None:
 @probe.command(name="count")
 @renamed("--last", "--limit", "last", hidden=["--limit"], keys=["limit"], type=Integer(1, 99))
 @click.option("--fail", is_flag=True)
-def probe_count(last: int | None, fail: bool) -> Outcome:
+def probe_count(last: int | None, fail: bool) -> Shown:
     if fail:
         raise click.UsageError("told to fail")
-    return Outcome({"last": last}, f"last {last}")
+    return Shown({"last": last}, f"last {last}")
 
 
 @pytest.fixture(autouse=True)

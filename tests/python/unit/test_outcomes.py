@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,18 @@ from gpuops.errors import ExitCode, GateRefused, OperationFailed
 from gpuops.render.html.pages import PAGES
 from gpuops.usecases import headroom, reports
 from gpuops.usecases.images import compat
-from gpuops.usecases.outcome import Data, Outcome, Verdict
+from gpuops.usecases.outcome import Outcome, Verdict
+
+
+@dataclass(frozen=True)
+class Data:
+    """A use case's result that is already a JSON object (the probe commands')."""
+
+    data: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
 
 CLI = Path(__file__).resolve().parents[3] / "python" / "src" / "gpuops" / "cli"
 

@@ -167,13 +167,13 @@ def test_the_result_on_stdout_is_redacted(
 ) -> None:
     """``--output json`` and text on stdout go through the same redaction as the files."""
     from gpuops.cli import main
-    from gpuops.cli.base import Outcome, Runtime
+    from gpuops.cli.base import Runtime, Shown
 
     logs.remember_secret(PW)
     for output in ("json", "text"):
         runtime = Runtime(output=output)
         runtime.command = "x"
-        main._emit(runtime, Outcome({"note": f"the registry said {PW}"}, f"said {PW}"))
+        main._emit(runtime, Shown({"note": f"the registry said {PW}"}, f"said {PW}"))
         out = capsys.readouterr().out
         assert PW not in out and "****" in out, out
 

@@ -33,10 +33,6 @@ class Shown:
     verdict: str | None = None  # the use case's verdict word, for the error document
 
 
-#: The old name of :class:`Shown` (commands not yet converted, the lab's commands).
-Outcome = Shown
-
-
 def show(outcome: UseCaseOutcome[Any], text: str, data: Mapping[str, Any] | None = None) -> Shown:
     """Map a use case's outcome and its rendered ``text`` to what the command returns: ok is
     exit 0 with the result document; refused (3), failed (1, or the error's own code) and

@@ -22,7 +22,7 @@ import click
 from click.core import ParameterSource
 
 from gpuops import __version__, fsio
-from gpuops.cli.base import GpuOpsGroup, Outcome, Runtime, Shown
+from gpuops.cli.base import GpuOpsGroup, Runtime, Shown
 from gpuops.cli.options import OUTPUT_HELP, OUTPUTS, VERBOSE_HELP
 from gpuops.contract import (
     ERROR_ENV,
@@ -163,7 +163,7 @@ def cli(
     params_file: str | None,
     result_file: str | None,
     error_file: str | None,
-) -> Outcome | None:
+) -> Shown | None:
     """gpuops: one safe release path for GPU clusters.
 
     Drives Ansible against GPU nodes, the Kubernetes API, the image builder and the
@@ -179,7 +179,7 @@ def cli(
     configure_logging(debug, verbose)
     if version:
         runtime.command = "version"
-        return Outcome({"version": __version__}, f"gpuops {__version__}")
+        return Shown({"version": __version__}, f"gpuops {__version__}")
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)

@@ -89,13 +89,3 @@ class Outcome(Generic[R]):
         cls, result: R, message: str, *, hint: str | None = None, partial: bool = False
     ) -> Outcome[R]:
         return cls(result, OperationFailed(message, hint=hint), partial=partial)
-
-
-@dataclass(frozen=True)
-class Data:
-    """A result that is already a JSON object (a use case with no typed result yet)."""
-
-    data: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.data)
