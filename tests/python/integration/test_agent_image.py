@@ -54,9 +54,10 @@ def test_agent_as_the_pod_template_runs_it_has_the_cli_and_needs_no_bootstrap(
     assert config["Labels"]["org.gpuops.version"] == LIBRARY_VERSION
     env = dict(item.split("=", 1) for item in config["Env"])
     pod = yaml.safe_load((AGENT / "pod.yaml").read_text())
-    container = pod["spec"]["containers"][0]
+    # the container the steps run in (defaultContainer 'gpuops'), not jnlp or builder
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "gpuops")
     pod_env = {e["name"]: e["value"] for e in container["env"]}
-    run_as = str(pod["spec"]["securityContext"]["runAsUser"])
+    run_as = str(container["securityContext"]["runAsUser"])
     # the pod template and the image agree on the user and on where the CLI is
     assert config["User"] == run_as
     assert pod_env["GPUOPS_CLI"] == env["GPUOPS_CLI"]
