@@ -116,7 +116,20 @@ STORY=$(.venv/bin/python scripts/release_story.py prepare --kubeconfig "$KUBECON
   --kubectl "$KUBECTL" --registry "$REGISTRY" --base-image "$BASE" --builder "$BUILDER" \
   --out "$GPUOPS_LAB_DIR/story")
 echo "the application's repository: $(dirname "$STORY")/app (gpuops-release.yaml, Dockerfile, tests/)"
-run gradle --console=plain -q labTest -Dgpuops.story="$STORY" -Dgpuops.console=true
+# The pipeline's console as Jenkins shows it (classic console log), followed as the test
+# writes it: gradle -q itself prints nothing of a test's output.
+CONSOLE="$(dirname "$STORY")/console.log"
+: >"$CONSOLE"
+tail -n +1 -F "$CONSOLE" 2>/dev/null &
+TAIL=$!
+set +e
+run gradle --console=plain -q labTest -Dgpuops.story="$STORY"
+rc=$?
+set -e
+sleep 1  # the last lines
+kill "$TAIL"
+wait "$TAIL" 2>/dev/null || true
+[[ $rc == 0 ]] || { echo "demo: the pipeline story failed (console: $CONSOLE)" >&2; exit "$rc"; }
 APP_CONFIG="$(dirname "$STORY")/app/gpuops-release.yaml"
 say "   the release history, from the cluster"
 run "${G[@]}" release history -e staging --config "$APP_CONFIG"

@@ -1,3 +1,4 @@
+import com.cloudbees.groovy.cps.NonCPS
 import groovy.transform.Field
 import org.gpuops.Credentials
 import org.gpuops.StepParams
@@ -22,8 +23,8 @@ import org.gpuops.StepParams
 Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
-    Map cli = [build_number: env.BUILD_NUMBER, git_revision: env.GIT_COMMIT,
-               record_file: RECORD_FILE].findAll { it.value } + params.cli
+    Map cli = withValues([build_number: env.BUILD_NUMBER, git_revision: env.GIT_COMMIT,
+                          record_file: RECORD_FILE]) + params.cli
     if (step.archiveRecord && cli.record_file.startsWith('/')) {
         error("[${STEP_NAME}] recordFile: '${cli.record_file}' must be relative to the workspace " +
             'to be archived (or set archiveRecord: false) (invalid-input)')
@@ -39,4 +40,10 @@ Map call(Map config = [:]) {
         currentBuild.description = record.summary
     }
     return record
+}
+
+// The entries that have a value (@NonCPS: a closure given to findAll must not be CPS code).
+@NonCPS
+Map withValues(Map entries) {
+    return entries.findAll { it.value }
 }

@@ -111,8 +111,10 @@ void withCredentialBindings(List credentials, Closure body) {
         return
     }
     List bindings = []
-    for (Map spec in credentials) {
-        bindings.add(credentialBinding(spec))
+    // an index, not for-in: groovy-cps 1.12 keeps the list's (not Serializable) iterator across
+    // these DSL calls (workflow-cps's IteratorHack makes it serializable; docs/JENKINS-CPS.md)
+    for (int i = 0; i < credentials.size(); i++) {
+        bindings.add(credentialBinding((Map) credentials[i]))
     }
     withCredentials(bindings) {
         body()

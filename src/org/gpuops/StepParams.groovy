@@ -59,10 +59,16 @@ class StepParams implements Serializable {
             step.error("[${step.STEP_NAME}] ${e.message} (invalid-input)")
         }
         String url = step.env.BUILD_URL
-        if (url && known.any { it.name == 'link' } && !params.cli.containsKey('link')) {
+        if (url && takesLink(known) && !params.cli.containsKey('link')) {
             params.cli.link = url
         }
         return params
+    }
+
+    /** Whether the command has a `link` option (@NonCPS: a closure given to any() must not be CPS). */
+    @NonCPS
+    static boolean takesLink(List<Map> known) {
+        return known.any { it.name == 'link' }
     }
 
     /**

@@ -13,7 +13,7 @@ class GpuopsExecTest extends GpuOpsPipelineTest {
     static final List<String> WORDS = ['image', 'push']
     static final String SECRET = 's3cr\'et"; $(rm -rf /) `id` ${HOME}'
 
-    private Map exec(Map extra = [:]) {
+    protected Map exec(Map extra = [:]) {  // not private: GpuopsExecCpsTest's closures call it
         return [stepName: 'pushImage', command: WORDS, params: [image: 'train:1.2']] + extra
     }
 

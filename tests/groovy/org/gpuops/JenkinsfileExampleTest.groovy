@@ -24,7 +24,9 @@ import org.junit.Test
  *
  * It needs the lab prepared by scripts/release_story.py: the system property gpuops.story names
  * its story.json. tests/python/integration/test_jenkinsfile_example_lab.py and `make demo` run
- * it (gradle labTest); the plain `gradle test` leaves it out.
+ * it (gradle labTest); the plain `gradle test` leaves it out. The console, as Jenkins' classic
+ * console log shows it (the shim's lines, each step's output), is written as it happens to
+ * <story_dir>/console.log: `make demo` follows that file (-Dgpuops.console=true prints it too).
  */
 class JenkinsfileExampleTest extends GpuOpsPipelineTest {
 
@@ -33,6 +35,7 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
     List<String> console = []
     Declarative shim
     boolean echoConsole = System.getProperty('gpuops.console') == 'true'
+    long startedAt = System.nanoTime()
 
     @Before
     void labAgents() {
@@ -48,6 +51,10 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         // what the controller (global properties) and the agent pod template give the lab
         env.GPUOPS_REGISTRY_HOST = story.registry
         env.GPUOPS_REGISTRY_PLAIN_HTTP = 'true'
+        // the build pod's images (org.gpuops.AgentPod; the lab runs no pods, the names only fill it)
+        env.GPUOPS_JNLP_IMAGE = "${story.registry}/lab/inbound-agent:lab".toString()
+        env.GPUOPS_AGENT_IMAGE = "${story.registry}/lab/gpuops-agent:lab".toString()
+        env.GPUOPS_BUILDER_IMAGE = "${story.registry}/lab/gpuops-builder:lab".toString()
         env.DOCKER_HOST = story.builder
         env.DOCKER_API_VERSION = '1.41'
         String kubeconfig = new File(story.kubeconfig as String).text
@@ -55,7 +62,7 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         credentialStore['kubeconfig-production'] = [content: kubeconfig]
         credentialStore['registry-release'] = [username: 'robot-release', password: 'not-used-by-the-lab-registry']
         helper.registerAllowedMethod('echo', [String]) { String text -> say(text) }
-        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> say("[archived ${args.artifacts}]") }
+        helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> say('Archiving artifacts') }
         // `checkout scm` inside a step (promoteTag on its agents) copies the repository too
         helper.registerAllowedMethod('checkout', [Map]) { Map scm ->
             checkouts.add(env.NODE_NAME)
@@ -73,18 +80,38 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         }
         shim = installDeclarative(console, { -> copyRepository() })
         approver = 'alice'
+        shim.groups.alice = ['release-managers']  // Jenkins' users: alice is a release manager
+        startedAt = System.nanoTime()  // the shim's clock starts now (keepTime)
+        // the console as Jenkins shows it, written as it happens: `make demo` follows this file
+        File live = new File(story.story_dir as String, 'console.log')
+        live.text = ''
+        shim.out = { String line ->
+            live.append(line + '\n')
+            if (echoConsole) {
+                println(line)
+            }
+        }
     }
 
-    void say(String line) {
-        console.add(line)
-        if (echoConsole) {
-            println(line)
+    /** The lab runs in real time: the shim's clock (timeouts, timestamps) follows the wall clock
+     *  while a real process runs (a lab run takes minutes; each stage's timeout is far longer). */
+    void keepTime() {
+        long behind = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedAt) - shim.clock.now
+        if (behind > 0) {
+            shim.clock.elapse(behind)
         }
+    }
+
+    /** A console line (kept in `console`, and shown live: the shim's `out`). */
+    void say(String line) {
+        shim.log(line)
     }
 
     /** One build of one job: its parameters, the build number; returns [result:, error:]. */
     Map build(String job, int number, Map params) {
-        say("\n======== ${job} #${number} ${params} ========")
+        say('')
+        say("======== ai/${job} #${number}: ${params.collect { k, v -> "${k}=${v}" }.join(', ')} ========")
+        buildCauses.findAll { it.shortDescription }.each { Map cause -> say(cause.shortDescription as String) }
         binding.setVariable('params', params)
         binding.getVariable('currentBuild').result = null
         env.BUILD_NUMBER = number.toString()
@@ -97,6 +124,9 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
             error = failure.message
         }
         String result = binding.getVariable('currentBuild').result ?: 'SUCCESS'
+        if (error != null) {
+            say("ERROR: ${error}")
+        }
         say("Finished: ${result}")
         return [result: result, error: error]
     }
@@ -152,8 +182,6 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         assertEquals(5, locks.size())
         assertEquals(1, locks.count { it.resource.toString().contains('/ai-staging/') })
         assertEquals(4, locks.count { it.resource.toString().contains('/ai-production/') })
-
-        new File(story.story_dir as String, 'console.log').text = console.join('\n') + '\n'
     }
 
     // ---- real agents ------------------------------------------------------------------
@@ -212,9 +240,17 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         environment.putAll(call.env)
         environment.PATH = "${story.python_bin}:${environment.PATH}".toString()
         Process process = builder.start()
-        process.inputStream.eachLine { String line -> say(line) }
-        assertTrue("sh did not finish: ${call.script}", process.waitFor(600, TimeUnit.SECONDS))
+        try {
+            process.inputStream.eachLine { String line ->
+                keepTime()
+                say(line)
+            }
+            assertTrue("sh did not finish: ${call.script}", process.waitFor(600, TimeUnit.SECONDS))
+        } finally {
+            process.destroy()  // a timeout interrupted it (Jenkins stops the process too)
+        }
         call.status = process.exitValue()
+        keepTime()
         return call.status
     }
 
