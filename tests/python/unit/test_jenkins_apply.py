@@ -216,7 +216,7 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
     assert choices == {
         "APP_JOB": ["rollback"],
         "APP_ENV": ["production"],
-        "ROLLBACK_TO": ["previous", "1.4.0", "1.3.0"],
+        "ROLLBACK_TO": ["(choose)", "previous", "1.4.0", "1.3.0"],  # production: no default
     }
     release = ET.fromstring(jenkins.stored["ai/infer-release"].split("\n", 1)[1])  # noqa: S314
     assert {
@@ -224,7 +224,7 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
         for p in release.iter("hudson.model.ChoiceParameterDefinition")
     } == {
         "APP_JOB": ["release"],
-        "APP_ENV": ["production", "staging"],
+        "APP_ENV": ["staging", "production"],  # the first is the default: not production
         "APP_NODE_CHANGE": ["none", "driver", "node-init", "all"],  # S-24, first: none
     }
     assert [p.findtext("name") for p in release.iter("hudson.model.StringParameterDefinition")] == [
@@ -280,6 +280,48 @@ def test_check_prints_the_diff_and_writes_nothing(jenkins: Replay, config: Path)
     [changed] = [j for j in out.jobs if j.action != "unchanged"]
     assert (changed.path, changed.action) == ("ai/infer-rollback-staging", "would-update")
     assert "-              <string>1.5.0</string>" in changed.diff
+
+
+def test_after_declarative_runs_check_is_quiet_and_an_update_keeps_jenkins_elements(
+    jenkins: Replay, config: Path
+) -> None:
+    """Jenkins ran the jobs and wrote its own elements into their config.xml, the way a real
+    one shows them (test_jenkins_drift, data/jenkins-config/): no drift; a new rollback choice
+    is, and the update sends Jenkins' document with only our elements replaced."""
+    from test_jenkins_drift import REAL, jenkins_ran_it
+
+    jenkins.start_of_apply()
+    for job in JOBS:
+        jenkins.creates(job)
+    apply(jenkins, config)
+    jenkins.keep_posted()
+    real = REAL["pasqueque-diploma-stage.config.xml"]
+    jenkins.stored = {path: jenkins_ran_it(xml, real) for path, xml in jenkins.stored.items()}
+    jenkins.seen.clear()
+    jenkins.start_of_apply()
+    for job in JOBS:
+        jenkins.reads_config(job)
+    quiet = apply(jenkins, config, check=True)
+    assert jenkins.problems == [] and jenkins.expected == []
+    assert {j.action for j in quiet.jobs} == {"unchanged"}
+
+    jenkins.seen.clear()
+    jenkins.start_of_apply()
+    for job in JOBS:
+        jenkins.reads_config(job)
+        if job == "infer-rollback-production":
+            jenkins.updates(job)
+    newer = apply(jenkins, config, choices={**CHOICES, "production": ["1.5.0", "1.4.0", "1.3.0"]})
+    assert jenkins.problems == [] and jenkins.expected == []
+    assert [j.action for j in newer.jobs] == ["unchanged", "unchanged", "updated", "unchanged"]
+    [posted] = [r for r in jenkins.seen if r["method"] == "POST"]
+    sent = ET.fromstring(posted["body"].split("\n", 1)[1])  # noqa: S314
+    assert "1.5.0" in [s.text for s in sent.iter("string")]
+    tracker = (
+        "org.jenkinsci.plugins.pipeline.modeldefinition.actions.DeclarativeJobPropertyTrackerAction"
+    )
+    assert sent.find(f"actions/{tracker}") is not None
+    assert sent.find("properties/jenkins.model.BuildDiscarderProperty") is not None
 
 
 def test_values_are_escaped_in_the_xml(jenkins: Replay, tmp_path: Path) -> None:

@@ -12,6 +12,10 @@ the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
   ``previous`` and the tags of that environment's real release history, newest first, and
   ``ROLLBACK_REASON``.
 
+Jenkins offers a choice's first choice as its default, so no default deploys to production:
+APP_ENV lists the production-like environments last, and a production-like environment's
+rollback job starts ROLLBACK_TO with ``(choose)``, which the CLI refuses.
+
 The Jenkinsfile declares no ``parameters {}``: the jobs own them (a Jenkinsfile's
 ``parameters`` would replace the history's choices on its first run).
 """
@@ -124,6 +128,25 @@ def parse(doc: Any, source: str) -> JobsConfig:
 #: APP_NODE_CHANGE's choices: none, then ``gpuops nodes update --change``'s.
 NODE_CHANGES = ("none", "driver", "node-init", "all")
 
+#: A first choice that deploys nothing: Jenkins offers a choice parameter's first choice as its
+#: default, and the CLI refuses this one (environment names are DNS labels; it is no tag).
+CHOOSE = "(choose)"
+_PRODUCTION = re.compile(r"^prod(uction)?([-_.].*)?$")
+
+
+def production_like(name: str, releases: ReleaseConfig) -> bool:
+    """Named production (``production``, ``prod``, ``prod-eu``, ...) or its releases need a
+    person's approval."""
+    return bool(_PRODUCTION.match(name)) or releases.environments[name].approval.required
+
+
+def release_environments(releases: ReleaseConfig) -> tuple[str, ...]:
+    """APP_ENV's choices: the other environments first, the production-like ones last, so
+    that the default (the first) never deploys to production; ``CHOOSE`` first when every
+    environment is production-like."""
+    envs = sorted(releases.environments, key=lambda n: (production_like(n, releases), n))
+    return (CHOOSE, *envs) if production_like(envs[0], releases) else tuple(envs)
+
 
 def _kind(kind: str) -> Parameter:
     return Parameter(
@@ -155,7 +178,12 @@ def jobs(
             (
                 _kind("release"),
                 Parameter("string", "APP_IMAGE_TAG", "Image tag made by the build job."),
-                Parameter("choice", "APP_ENV", "Target environment.", tuple(envs)),
+                Parameter(
+                    "choice",
+                    "APP_ENV",
+                    f"Target environment ({CHOOSE}: none, pick one).",
+                    release_environments(releases),
+                ),
                 Parameter(
                     "string",
                     "APP_MODEL_VERSION",
@@ -179,6 +207,8 @@ def jobs(
     ]
     for env in envs:
         tags = tuple(history.get(env, ()))
+        # production's rollback job asks which release: a default run rolls nothing back
+        first = (CHOOSE,) if production_like(env, releases) else ()
         out.append(
             Job(
                 config.path(f"{config.name}-rollback-{env}"),
@@ -191,8 +221,9 @@ def jobs(
                     Parameter(
                         "choice",
                         "ROLLBACK_TO",
-                        "'previous', or a tag from the release history, newest first.",
-                        ("previous", *tags),
+                        "'previous', or a tag from the release history, newest first"
+                        + (f" ({CHOOSE}: none, pick one)." if first else "."),
+                        (*first, "previous", *tags),
                     ),
                     Parameter("string", "ROLLBACK_REASON", "Why (recorded in the history)."),
                 ),

@@ -1,8 +1,10 @@
 """Use case of ``gpuops jenkins apply``: create or update an application's build, release
 and rollback jobs from the library's job template, with the rollback jobs' choices taken from
 each environment's real release history. Idempotent: a job whose configuration already is
-what is wanted is not written; ``check`` only says what would change. The outcome is ok when
-it returns (what goes wrong raises)."""
+what is wanted is not written; ``check`` only says what would change. Only the elements gpuops
+owns are compared and replaced (``adapters.jobxml.OWNED``); what Jenkins writes into a job's
+config.xml on its own (after a Declarative run, for one) is neither drift nor overwritten. The
+outcome is ok when it returns (what goes wrong raises)."""
 
 from __future__ import annotations
 
@@ -140,9 +142,7 @@ def apply(
     changes = []
     for job, xml in wanted:
         current = client.job_config(job.path)
-        same = current is not None and jobxml.normalized(current, job.path) == jobxml.normalized(
-            xml, job.path
-        )
+        diff = jobxml.drift(current, xml, job.kind, job.path)  # owned elements only
         change = JobChange(
             job.path,
             job.kind,
@@ -150,15 +150,15 @@ def apply(
             environment=job.environment,
             choices=choices.get(job.environment or "", []),
         )
-        if not same:
-            change.diff = jobxml.diff(current, xml, job.path)
+        if diff:
+            change.diff = diff
             if request.check:
                 change.action = "would-create" if current is None else "would-update"
             elif current is None:
                 client.create(job.path, xml)
                 change.action = "created"
-            else:
-                client.update(job.path, xml)
+            else:  # what Jenkins wrote stays; only the owned elements are replaced
+                client.update(job.path, jobxml.merged(current, xml, job.kind, job.path))
                 change.action = "updated"
         changes.append(change)
     return Outcome(ApplyResult(client.url, user, request.check, changes))  # no user:token@
