@@ -5,7 +5,8 @@ import org.gpuops.StepParams
 
 // inspectGpuNodes: the health of every GPU node (`gpuops nodes inspect`, S-16): per GPU
 // temperature, ECC, remapped rows, NVLink, Xid events; nvidia-smi's own failures; NICs and
-// disks. Takes a lock per inventory, binds the SSH key into environment variables only (S-25),
+// disks. Takes no lock (it reads: it never waits for a node update of the fleet; the update's
+// drained nodes show as such), binds the SSH key into environment variables only (S-25),
 // archives and publishes the JSON and JUnit reports; a critical finding fails the build or
 // marks it unstable. Returns the CLI's result.
 @Field final String STEP_NAME = 'inspectGpuNodes'

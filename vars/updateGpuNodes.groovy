@@ -4,9 +4,11 @@ import org.gpuops.NodeSteps
 import org.gpuops.StepParams
 
 // updateGpuNodes: roll a change over GPU nodes (node initialisation, NVIDIA driver): canary,
-// batches, failure budget, drain and verify (`gpuops nodes update`). Takes a lock per
-// inventory, binds the SSH key into environment variables only (S-25), archives the artifacts
-// folder and publishes the JUnit report (one test case per host). Returns the CLI's result.
+// batches, failure budget, drain and verify (`gpuops nodes update`). Runs under the fleet's lock
+// (org.gpuops.FleetLock: the normalised inventory path, or `fleet`), best taken by the stage
+// before its agent (options { lock(..., variable: 'GPUOPS_FLEET_LOCK') }: then no second one);
+// binds the SSH key into environment variables only (S-25), archives the artifacts folder and
+// publishes the JUnit report (one test case per host). Returns the CLI's result.
 @Field final String STEP_NAME = 'updateGpuNodes'
 @Field final List COMMAND = ['nodes', 'update']
 
@@ -15,11 +17,12 @@ import org.gpuops.StepParams
     knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
     kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG
     onFailure              : 'fail', // failed hosts or a refused batch: 'fail' the build, or 'unstable'
+    fleet                  : null,   // the fleet's name for its lock; unset: the inventory's normalised path
 ]
 
 @Field final Map TYPES = [
     sshCredentialsId: 'string', knownHostsCredentialsId: 'string', kubeconfigCredentialsId: 'string',
-    onFailure: ['fail', 'unstable'],
+    onFailure: ['fail', 'unstable'], fleet: 'string',
 ]
 
 Map call(Map config = [:]) {
@@ -29,5 +32,5 @@ Map call(Map config = [:]) {
                                             kubeconfig: step.kubeconfigCredentialsId)
     return NodeSteps.run(this, params.cli,
         [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
-         allow: ['failed', 'gate-refused'], mode: step.onFailure])
+         allow: ['failed', 'gate-refused'], mode: step.onFailure, fleet: step.fleet])
 }

@@ -3,19 +3,47 @@ package org.gpuops
 import com.cloudbees.groovy.cps.NonCPS
 
 /**
- * What the node steps (updateGpuNodes, inspectGpuNodes) share: one lock per inventory, where
- * the reports go in the workspace, and one runner. Their SSH key is bound into environment
- * variables only (S-25: withCredentials(sshUserPrivateKey ...) through gpuopsExec; the
- * bindings: {@link Credentials}).
+ * What the node steps (updateGpuNodes, inspectGpuNodes) share: the fleet's lock for changes
+ * ({@link FleetLock}; an inspection takes none), where the reports go in the workspace, and one
+ * runner. Their SSH key is bound into environment variables only (S-25: withCredentials(
+ * sshUserPrivateKey ...) through gpuopsExec; the bindings: {@link Credentials}).
  */
 class NodeSteps implements Serializable {
 
     private static final long serialVersionUID = 1L
 
-    /** The lock resource of an inventory: runs against the same inventory never overlap. */
-    @NonCPS
-    static String lockName(Object inventory) {
-        return "gpuops-inventory:${inventory}".toString()
+    /** The fleet's lock name ({@link FleetLock}); a bad inventory or fleet fails the step. */
+    static String lockOf(Object script, String stepName, Object inventory, Object fleet) {
+        String problem = FleetLock.problem(inventory, fleet)
+        if (problem) {
+            script.error("[${stepName}] ${problem} (invalid-input)")
+        }
+        return FleetLock.name(fleet: fleet, inventory: inventory)
+    }
+
+    /**
+     * Runs body under the fleet's lock. Held already by the stage (`options { lock(resource: ...,
+     * variable: 'GPUOPS_FLEET_LOCK') }`): no second lock (the same resource locked again inside
+     * would wait for itself). The stage holding another fleet's lock fails. No lock around:
+     * the step takes it here, inside node, so a build waiting for it holds its agent; it says so.
+     */
+    static void underFleetLock(Object script, String stepName, String name, Closure body) {
+        List<String> held = FleetLock.held(script.env[FleetLock.VARIABLE])
+        if (held.contains(name)) {
+            body()
+            return
+        }
+        if (held) {
+            script.error("[${stepName}] this build holds ${held.join(', ')}, but the inventory is ${name}: lock " +
+                'the fleet the step changes (org.gpuops.FleetLock.name with the same inventory or fleet) ' +
+                '(invalid-input)')
+        }
+        script.echo("[${stepName}] took ${name} here, on the agent: a build waiting for it holds its agent; " +
+            "lock it at stage level instead: options { lock(resource: org.gpuops.FleetLock.name(...), " +
+            "variable: '${FleetLock.VARIABLE}') }")
+        script.lock(resource: name, variable: FleetLock.VARIABLE) {
+            body()
+        }
     }
 
     /** The workspace folder a step's reports go to, unless the caller chose one. */
@@ -25,11 +53,12 @@ class NodeSteps implements Serializable {
     }
 
     /**
-     * One node step's call: inside the inventory's lock, gpuopsExec with the SSH key bound;
-     * then the artifacts folder archived, its JUnit report published, its page shown where the
-     * HTML Publisher plugin is installed, and the outcome settled by `mode` (fail, unstable).
-     * `folder` is the CLI option naming the artifacts folder (artifacts_dir, report_dir); the
-     * step is the script of its vars/ file (STEP_NAME, COMMAND).
+     * One node step's call: gpuopsExec with the SSH key bound (a change under the fleet's lock,
+     * `spec.fleet` set; an inspection without); then the artifacts folder archived, its JUnit
+     * report published, its page shown where the HTML Publisher plugin is installed, and the
+     * outcome settled by `mode` (fail, unstable). `folder` is the CLI option naming the
+     * artifacts folder (artifacts_dir, report_dir); the step is the script of its vars/ file
+     * (STEP_NAME, COMMAND).
      */
     static Map run(Object script, Map cli, Map spec) {
         String stepName = script.STEP_NAME
@@ -37,9 +66,14 @@ class NodeSteps implements Serializable {
         String dir = reportDir(cli.get(spec.folder), stepName, script.env.BUILD_NUMBER)
         cli.put(spec.folder, dir)
         Map outcome = [:]
-        script.lock(resource: lockName(cli.inventory)) {
+        Closure exec = {
             outcome = script.gpuopsExec(stepName: stepName, command: command, params: cli,
                                         credentials: spec.credentials, allowCategories: spec.allow)
+        }
+        if (spec.containsKey('fleet')) {
+            underFleetLock(script, stepName, lockOf(script, stepName, cli.inventory, spec.fleet), exec)
+        } else {
+            exec()
         }
         script.archiveArtifacts(artifacts: "${dir}/**", allowEmptyArchive: true)
         script.junit(testResults: "${dir}/*-junit.xml", allowEmptyResults: true)

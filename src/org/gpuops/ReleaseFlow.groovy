@@ -5,10 +5,13 @@ package org.gpuops
  * 1. plan on an agent: the CLI's dry run checks the input and every gate and says whether the
  *    environment needs an approval, who may give it, and the target's lock name;
  * 2. the approval, outside any agent: `input` with `submitter` inside `timeout`, so that no
- *    executor is held while a person decides; the approver goes to the CLI, which records it;
+ *    executor is held while a person decides; never by the build's requester (four eyes,
+ *    {@link FourEyes}); both names go to the CLI (requested_by, approved_by), which checks
+ *    them again and records them;
  * 3. the release on an agent inside `lock(resource: <target>)`: one release per target at a
  *    time in this Jenkins (the CLI's Lease in the cluster covers every other caller).
- * Every decision is the CLI's; this class only orders Jenkins steps around it.
+ * Every decision is the CLI's (the four-eyes check is also made here, so that a requester's
+ * approval never reaches an agent); this class only orders Jenkins steps around it.
  */
 class ReleaseFlow implements Serializable {
 
@@ -47,18 +50,27 @@ class ReleaseFlow implements Serializable {
             script.error("[${stepName}] approvedBy is not a parameter you set: ${stepName} asks for the " +
                 'approval (input) and passes the approver on (invalid-input)')
         }
+        if (cli.containsKey('requested_by')) {
+            script.error("[${stepName}] requestedBy is not a parameter you set: ${stepName} takes it from " +
+                "the build's cause (the user who started it) (invalid-input)")
+        }
         if (script.env.NODE_NAME) {
             script.error("[${stepName}] call ${stepName} outside node { }: it takes an agent only while the " +
                 'CLI runs, never while a person approves (invalid-input)')
         }
-        Map plan = onAgent(script, step) { exec(cli + [dry_run: true]) }
+        Map asked = new LinkedHashMap(cli)
+        String requester = FourEyes.requester(script)
+        if (requester) {
+            asked.requested_by = requester
+        }
+        Map plan = onAgent(script, step) { exec(asked + [dry_run: true]) }
         if (cli.dry_run) {
             return plan
         }
-        Map params = new LinkedHashMap(cli)
+        Map params = new LinkedHashMap(asked)
         Map approval = plan.approval ?: [:]
         if (approval.required) {
-            params.approved_by = approve(script, step, plan)
+            params.approved_by = approve(script, stepName, step, plan, requester)
         }
         Map result = null
         script.lock(resource: plan.lock.resource) {
@@ -67,19 +79,20 @@ class ReleaseFlow implements Serializable {
         return result
     }
 
-    static String approve(Object script, Map step, Map plan) {
+    static String approve(Object script, String stepName, Map step, Map plan, String requester) {
         Map approval = plan.approval
         int minutes = (step.approvalTimeoutMinutes ?: approval.timeout_minutes ?: 60) as int
         Map wanted = plan.wanted ?: [:]
         String what = [wanted.tag, wanted.model ? "model ${wanted.model}" : null].findAll().join(', ')
-        Map args = [message: "${plan.action} ${what} to ${plan.environment}? Every gate passed.".toString(),
-                    ok: 'Release', submitterParameter: 'GPUOPS_APPROVER']
+        String by = requester ? " Requested by ${requester}, who cannot approve it." : ''
+        Map args = [message: "${plan.action} ${what} to ${plan.environment}? Every gate passed.${by}".toString(),
+                    ok: 'Release']
         if (approval.approvers) {
             args.submitter = approval.approvers.join(',')
         }
         String approver = null
         script.timeout(time: minutes, unit: 'MINUTES') {
-            approver = script.input(args)
+            approver = FourEyes.approve(script, stepName, args, requester)
         }
         return approver
     }

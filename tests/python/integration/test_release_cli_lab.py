@@ -146,6 +146,36 @@ def test_refusals_change_nothing(
     assert target.image() == before and not target.history("staging") and not target.leases()
 
 
+def test_the_requester_cannot_approve_and_the_history_names_both(
+    target: Target, tmp_path: Path
+) -> None:
+    """S-27 four eyes on the real apiserver: the requester's own approval is exit 3 naming
+    both and changes nothing; someone else's is released and recorded with both names."""
+    before = target.image()
+    asked = {"environment": "production", "tag": "1.1.0", "requested_by": "alice"}
+
+    got, doc, stderr = gpuops(target, tmp_path, "promote", {**asked, "approved_by": "Alice"})
+
+    assert got == 3, stderr
+    assert doc is not None and doc["error"]["category"] == "gate-refused"
+    assert doc["error"]["message"] == (
+        "production: Alice cannot approve a release that alice requested "
+        "(four eyes: the requester never approves)"
+    )
+    assert doc["result"]["state"] == "refused"
+    assert doc["result"]["approval"]["requested_by"] == "alice"
+    assert target.image() == before and not target.history("production") and not target.leases()
+
+    got, doc, stderr = gpuops(target, tmp_path, "promote", {**asked, "approved_by": "bob"})
+    assert got == 0, stderr
+    [record] = target.history("production")
+    assert (record["requested_by"], record["approved_by"]) == ("alice", "bob")
+    got, _, shown = gpuops(target, tmp_path, "history", {"environment": "production"}, text=True)
+    assert got == 0 and "REQUESTED BY" in shown and "APPROVED BY" in shown, shown
+    [row] = [line for line in shown.splitlines() if " promote " in line]
+    assert row.split()[7:9] == ["alice", "bob"], row
+
+
 def test_a_failed_rollout_is_exit_1_with_the_reason_and_the_restore(
     target: Target, tmp_path: Path
 ) -> None:

@@ -303,3 +303,97 @@ def test_webhook_unset_unreachable_and_malformed(monkeypatch: pytest.MonkeyPatch
         webhook.webhook_url("ONCALL_HOOK")
     # delivery never raises: a malformed URL is a failed delivery, the verdict stands
     assert webhook.post("ONCALL_HOOK", {}).status == "failed"
+
+
+_RELEASE_FILE = """\
+image: harbor.example.com/ai/infer
+environments:
+  production:
+    namespace: ai-production
+    deployment: infer
+    node_class: nvidia-h800
+    headroom: {reserve: 1, reserve_per_class: {nvidia-h800: 2}}
+    cluster: {context: prod}
+"""
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The check's request, as the use case gets it; the cluster is never reached."""
+    from gpuops.usecases import headroom as usecase
+
+    requests: list[Any] = []
+
+    def check(request: Any, connect: Any = None) -> Any:
+        requests.append(request)
+        raise InvalidInput("stopped before the cluster (test)")
+
+    monkeypatch.setattr(usecase, "check", check)
+    return requests
+
+
+def test_environment_settings_come_from_the_release_file(
+    tmp_path: Path, asked: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings written once (issue 18): --environment reads namespace, node class, reserve
+    and the cluster's context from gpuops-release.yaml, as the release's own gate does."""
+    release = tmp_path / "gpuops-release.yaml"
+    release.write_text(_RELEASE_FILE)
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"gpus_per_pod": 1, "environment": "production"}))
+    monkeypatch.setenv("GPUOPS_RELEASE_CONFIG", str(release))
+    assert run(["--params-file", str(params), "headroom", "check"]) == 2
+    (request,) = asked
+    assert request.shape.namespace == "ai-production"
+    assert dict(request.shape.placement.node_selector) == {"accelerator": "nvidia-h800"}
+    assert (request.policy.reserve, dict(request.policy.reserve_per_class)) == (
+        1,
+        {"nvidia-h800": 2},
+    )
+    assert request.policy.group_by == "accelerator"
+    assert request.cluster.context == "prod"
+    asked.clear()
+    # the flag and the explicit --context win over the file's cluster, as in `release`
+    run(["headroom", "check", "--gpus-per-pod", "1", "-e", "production",
+         "--release-config", str(release), "--context", "other"])  # fmt: skip
+    assert asked[0].cluster.context == "other"
+    assert asked[0].shape.namespace == "ai-production"
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--namespace", "ai"], "--namespace comes from environments.production"),
+        (["--node-selector", "accelerator=nvidia-a100"], "--node-selector comes from"),
+        (["--reserve", "2"], "--reserve comes from"),
+        (["--reserve-per-class", "nvidia-h800=1"], "--reserve-per-class comes from"),
+        (["--group-by", "gpu"], "--group-by comes from"),
+        (["-e", "Prod_1"], "environment 'Prod_1'"),
+        (["-e", "qa"], "no environment 'qa' (environments: production)"),
+    ],
+)
+def test_environment_settings_are_not_given_twice(
+    tmp_path: Path,
+    asked: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    named: str,
+) -> None:
+    release = tmp_path / "gpuops-release.yaml"
+    release.write_text(_RELEASE_FILE)
+    argv = ["--output", "json", "headroom", "check", "--gpus-per-pod", "1"]
+    argv += ["--release-config", str(release), "-e", "production", *extra]
+    assert run(argv) == 2
+    assert named in _error(capsys)["error"]["message"]
+    assert asked == []
+
+
+def test_release_config_without_an_environment_or_a_file(
+    tmp_path: Path, asked: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--output", "json", "headroom", "check", "--gpus-per-pod", "1"]
+    assert run([*argv, "--release-config", str(tmp_path / "x.yaml")]) == 2
+    assert "--release-config is read only with --environment" in _error(capsys)["error"]["message"]
+    assert run([*argv, "-e", "production", "--release-config", str(tmp_path / "x.yaml")]) == 2
+    assert "does not exist" in _error(capsys)["error"]["message"]
+    assert asked == []

@@ -109,3 +109,65 @@ def test_parameters_as_jenkins_sends_them(tmp_path: Path, config: Path) -> None:
         params={"config": str(config), "environment": "staging", "tag": "1.0", "approved_by": 7},
     )
     assert code == 2 and error["field"] == "approved_by"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("approved_by", "Alice Smith"), ("requested_by", "bob;rm"), ("approved_by", "-alice")],
+)
+def test_requester_and_approver_are_jenkins_user_ids(
+    tmp_path: Path, config: Path, field: str, value: str
+) -> None:
+    code, error = error_of(
+        tmp_path,
+        "release",
+        "promote",
+        params={"config": str(config), "environment": "staging", "tag": "1.0", field: value},
+    )
+    assert code == 2 and error["field"] == field, error
+    assert "is not a Jenkins user id" in str(error["message"]), error
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: ci, user: {token: not-a-real-token}}]
+contexts: [{name: lab, context: {cluster: lab, user: ci}}]
+current-context: lab
+"""
+
+
+@pytest.mark.parametrize("approver", ["alice", "ALICE"])
+@pytest.mark.parametrize("command", ["promote", "rollback"])
+def test_the_requester_cannot_approve_exit_3_naming_both_before_the_cluster_is_read(
+    tmp_path: Path, command: str, approver: str
+) -> None:
+    """S-27 four eyes. The cluster address answers nothing: a refusal that came after any read
+    of the cluster would be exit 4 (unreachable), not 3. Jenkins ids ignore case by default."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    path = tmp_path / "gpuops-release.yaml"
+    path.write_text(CONFIG.replace("/nonexistent/kubeconfig", str(kubeconfig)))
+    what = {"tag": "1.0"} if command == "promote" else {"previous": True}
+    params = {"config": str(path), "environment": "staging", **what}
+    code, error = error_of(
+        tmp_path,
+        "release",
+        command,
+        params={**params, "requested_by": "alice", "approved_by": approver},
+    )
+    assert code == 3, error
+    assert error["category"] == "gate-refused" and error["field"] == "approved_by", error
+    assert str(error["message"]) == (
+        f"staging: {approver} cannot approve a release that alice requested "
+        "(four eyes: the requester never approves)"
+    ), error
+    # someone else's approval passes the check and goes on to the cluster (unreachable here)
+    code, error = error_of(
+        tmp_path,
+        "release",
+        command,
+        params={**params, "requested_by": "alice", "approved_by": "bob"},
+    )
+    assert code == 4, error

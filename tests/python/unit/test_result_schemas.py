@@ -108,6 +108,7 @@ def test_the_release_results_are_declared_field_by_field(described: dict[str, An
         "approvers",
         "timeout_minutes",
         "approved_by",
+        "requested_by",
     ]
     assert promote["lock"]["required"] == ["resource"]
     assert set(promote["state"]["enum"]) == set(m.STATES)
@@ -272,6 +273,7 @@ def test_every_part_of_a_release_document_matches_its_schema() -> None:
         "approvers": ["alice"],
         "timeout_minutes": 30,
         "approved_by": "alice",
+        "requested_by": "bob",
     }
     out.lock = {
         "resource": m.lock_resource(out.server, env),

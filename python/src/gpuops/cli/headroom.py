@@ -23,6 +23,7 @@ from gpuops.cli.common import (
 from gpuops.cli.types import Integer, Structured, Text, shown
 from gpuops.core import headroom as core
 from gpuops.core.kubeinput import (
+    dns_label,
     dns_subdomain,
     extended_resource,
     parse_class_counts,
@@ -32,6 +33,7 @@ from gpuops.core.kubeinput import (
     qualified_name,
 )
 from gpuops.core.kubemodel import Placement
+from gpuops.core.releaseconfig import DEFAULT_FILE
 from gpuops.errors import InvalidInput
 from gpuops.usecases import headroom as usecase
 from gpuops.usecases.cluster import Cluster
@@ -133,6 +135,22 @@ def headroom() -> None:
     help="Add per-node rows (free, usable, reasons) to the result and the table.",
 )
 @report_dir_option("GPU capacity page (capacity.html)")
+@click.option(
+    "-e",
+    "--environment",
+    type=Text("environment", lambda v: dns_label(v, "environment")),
+    help="Take the namespace, node class (as node selector), group-by label, reserve and "
+    "cluster of this environment of --release-config, instead of the options above.",
+)
+@click.option(
+    "--release-config",
+    default=DEFAULT_FILE,
+    show_default=True,
+    envvar="GPUOPS_RELEASE_CONFIG",
+    type=Text("path"),
+    help="The application's release environments file, read with --environment "
+    "[env: GPUOPS_RELEASE_CONFIG].",
+)
 def check(
     gpus_per_pod: int,
     pods: int,
@@ -149,10 +167,26 @@ def check(
     link: str | None,
     show_nodes: bool,
     report_dir: Path | None,
+    environment: str | None,
+    release_config: str,
 ) -> Shown:
     """Does a workload shape fit now? Exit 3 (gate refused) when it does not."""
     from gpuops.render.headroom import headroom_table  # noqa: PLC0415
 
+    policy = core.Policy(reserve, reserve_per_class or {}, group_by)
+    if environment is not None:
+        _not_given_twice(environment, release_config)
+        from gpuops.usecases.releases.config import headroom_settings  # noqa: PLC0415 - YAML on use
+
+        settings = headroom_settings(release_config, environment, cluster)
+        namespace, node_selector = settings.namespace, settings.node_selector
+        policy, cluster = settings.policy, settings.cluster
+    elif _given("release_config"):
+        raise InvalidInput(
+            "--release-config is read only with --environment",
+            hint="add --environment NAME, or leave --release-config out",
+            field="release_config",
+        )
     request = usecase.CheckRequest(
         shape=core.Shape(
             gpus_per_pod=gpus_per_pod,
@@ -161,7 +195,7 @@ def check(
             placement=Placement(node_selector or {}, node_affinity, tolerations or ()),
             namespace=namespace,
         ),
-        policy=core.Policy(reserve, reserve_per_class or {}, group_by),
+        policy=policy,
         cluster=cluster,
         notify=usecase.Notify(webhook_url_env, link),
         show_nodes=show_nodes,
@@ -175,6 +209,28 @@ def check(
     if checked.notification is not None and checked.notification.status == "failed":
         text += f"\nnotification not delivered: {checked.notification}"
     return show(outcome, text)
+
+
+#: The options an environment of the release file sets (settings written once).
+_FROM_ENVIRONMENT = ("namespace", "node_selector", "reserve", "reserve_per_class", "group_by")
+
+
+def _given(name: str) -> bool:
+    """Whether the user set option ``name`` (flag, environment variable or params file)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, click.core.ParameterSource.DEFAULT)
+
+
+def _not_given_twice(environment: str, release_config: str) -> None:
+    for name in _FROM_ENVIRONMENT:
+        if _given(name):
+            flag = "--" + name.replace("_", "-")
+            raise InvalidInput(
+                f"{flag} comes from environments.{environment} of {shown(release_config, 200)} "
+                "with --environment: give one or the other",
+                hint=f"leave {flag} out, or change it in {shown(release_config, 200)}",
+                field=name,
+            )
 
 
 def parse_target(target: str) -> tuple[str, str]:

@@ -29,12 +29,16 @@ if TYPE_CHECKING:
     from gpuops.usecases import outcome as uc
 
 F = TypeVar("F", bound=Callable[..., Any])
-_PERSON = re.compile(r"[A-Za-z0-9_.@+-][A-Za-z0-9_.@+ -]{0,99}")
+#: A Jenkins user id as the build cause and `input`'s submitterParameter give it: no spaces
+#: (a display name is not an id), no shell or markup characters.
+_USER_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99}")
 
 
-def _person(value: str) -> str:
-    if not _PERSON.fullmatch(value):
-        raise InvalidInput(f"{shown(value)} is not a user name (letters, digits, '_.@+-', spaces)")
+def _user_id(value: str) -> str:
+    if not _USER_ID.fullmatch(value):
+        raise InvalidInput(
+            f"{shown(value)} is not a Jenkins user id (letters, digits, '_.@+-', no spaces)"
+        )
     return value
 
 
@@ -65,8 +69,19 @@ def _who_options(f: F) -> F:
     for name, kind, check, text in reversed(
         [
             ("--reason", "text", None, "Why: recorded in the history and the change cause."),
-            ("--approved-by", "user", _person, "Who approved (required where approval is)."),
-            ("--requested-by", "user", _person, "Who asked for the release."),
+            (
+                "--approved-by",
+                "user",
+                _user_id,
+                "Jenkins user id of who approved (required where approval is); never the "
+                "requester: exit 3.",
+            ),
+            (
+                "--requested-by",
+                "user",
+                _user_id,
+                "Jenkins user id of who started the release (the build's cause).",
+            ),
             ("--link", "url", http_url, "A URL recorded with the release, e.g. the CI build."),
         ]
     ):

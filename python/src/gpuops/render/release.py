@@ -141,8 +141,10 @@ def release_text(out: ReleaseShown) -> str:
         lines.append(f"  gate {gate.name:<9} {'ok' if gate.ok else 'NO'}: {gate.message}")
     if out.approval.get("required"):
         who = out.approval.get("approved_by") or "nobody yet"
+        asked = out.approval.get("requested_by")
         lines.append(
             f"  approval: required ({', '.join(out.approval['approvers']) or 'any'}); {who}"
+            + (f"; requested by {asked}" if asked else "")
         )
     for taken in out.lock.get("taken_over") or ():
         lines.append(
@@ -186,13 +188,14 @@ def _explanation(doc: Mapping[str, Any]) -> list[str]:
 
 def _row(r: Release, current: int | None) -> str:
     mark = "*" if r.number == current else " "
-    who = r.approved_by or r.requested_by or "-"
+    asked, approved = r.requested_by or "-", r.approved_by or "-"
     what = r.status + (f" ({r.failure['kind']})" if r.failure else "")
     if r.rolled_back_by:
         what += f", rolled back by #{r.rolled_back_by}"
     return (
         f"{mark}{r.number:<4} {r.action:<9} {r.tag or '-':<24} {_short(r.digest):<12} "
-        f"{r.model or '-':<12} {what:<36} {r.started:<20} {who:<16} {r.reason or ''}"
+        f"{r.model or '-':<12} {what:<36} {r.started:<20} {asked:<16} {approved:<16} "
+        f"{r.reason or ''}"
     )
 
 
@@ -202,7 +205,7 @@ def history_table(out: HistoryShown) -> str:
         f"releases of {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server}), "
         "newest first",
         f" {'#':<4} {'ACTION':<9} {'TAG':<24} {'DIGEST':<12} {'MODEL':<12} {'STATUS':<36} "
-        f"{'STARTED':<20} {'APPROVED/BY':<16} REASON",
+        f"{'STARTED':<20} {'REQUESTED BY':<16} {'APPROVED BY':<16} REASON",
     ]
     current = out.current.number if out.current else None
     lines.extend(_row(r, current) for r in out.records)

@@ -35,7 +35,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> unstableMessages = []
     /** Resources taken with the `lock` step, in order. */
     List<String> lockedResources = []
-    /** Agents taken by `node` blocks, in order: [label:, node:]. */
+    /** Agents taken by `node` blocks, in order: [label:, node:, lock: (the lock held when it was taken)]. */
     List<Map> agents = []
     /** `input` steps: their arguments plus agentHeld (whether inside a node block). */
     List<Map> inputs = []
@@ -46,6 +46,9 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> checkouts = []
     /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
     String approver = 'release-manager'
+    /** The build's causes as currentBuild.getBuildCauses() gives them ([_class:, userId:] for a
+     *  user); none by default, as for a build a timer started. {@link #startedBy} sets a user. */
+    List<Map> buildCauses = []
     /** Arguments of every archiveArtifacts / publishHTML / junit call, and every echo. */
     List<Map> archived = []
     List<Map> published = []
@@ -74,12 +77,24 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             .build())
         env.WORKSPACE = WORKSPACE
         binding.setVariable('env', env)
+        registerBuildCauses(binding.getVariable('currentBuild') as Map)
         registerWorkspace()
         registerSteps()
         registerAgentSteps()
         registerCredentials()
         cliVersion(LIBRARY_VERSION)
         pipeline = loadScript('tests/groovy/pipelines/Jenkinsfile.jenkins')
+    }
+
+    /** currentBuild.getBuildCauses(className): the causes of that class (workflow-support's RunWrapper). */
+    protected void registerBuildCauses(Map currentBuild) {
+        currentBuild.getBuildCauses = { String className -> buildCauses.findAll { it._class == className } }
+    }
+
+    /** The build was started by this Jenkins user (Build with Parameters): its user cause. */
+    void startedBy(String userId) {
+        buildCauses = [[_class: 'hudson.model.Cause$UserIdCause', userId: userId, userName: userId.capitalize(),
+                        shortDescription: "Started by user ${userId.capitalize()}".toString()]]
     }
 
     /** Calls a library step as a Jenkinsfile would: stepName(config). */
@@ -255,10 +270,16 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             lockedResources.add(args.resource.toString())
             locks.add(args)
             heldLock = args.resource.toString()
+            Map saved = new LinkedHashMap(env)
+            if (args.variable) {  // lockable-resources: the locked names, while the body runs
+                env.put(args.variable.toString(), heldLock)
+            }
             try {
                 return body()
             } finally {
                 heldLock = null
+                env.clear()
+                env.putAll(saved)
             }
         }
         helper.registerAllowedMethod('archiveArtifacts', [Map]) { Map args -> archived.add(plainMap(args)) }
@@ -320,7 +341,7 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     protected Object runOnAgent(String label, Closure body) {
         Map saved = new LinkedHashMap(env)
         String name = "${label}-${agents.size() + 1}"
-        agents.add([label: label, node: name])
+        agents.add([label: label, node: name, lock: heldLock])
         env.NODE_NAME = name
         env.WORKSPACE = agentWorkspace(name)
         try {

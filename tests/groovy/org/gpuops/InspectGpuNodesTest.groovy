@@ -6,7 +6,7 @@ import static org.junit.Assert.assertTrue
 
 import org.junit.Test
 
-/** inspectGpuNodes: lock, SSH key and webhook as environment only, reports, critical as failure or unstable. */
+/** inspectGpuNodes: no lock, SSH key and webhook as environment only, reports, critical as failure or unstable. */
 class InspectGpuNodesTest extends GpuOpsPipelineTest {
 
     static final List<String> WORDS = ['nodes', 'inspect']
@@ -18,7 +18,7 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
                                  hint: 'drain and repair them (see the findings)']
 
     @Test
-    void inspectsInsideTheLockAndPublishesTheReports() {
+    void inspectsWithoutAnyLockAndPublishesTheReports() {
         cliSucceeds(WORDS, HEALTHY)
         env.BUILD_NUMBER = '7'
         env.BUILD_URL = 'https://jenkins.example.invalid/job/inspect/7/'
@@ -26,8 +26,8 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
         Object result = runStep('inspectGpuNodes', [inventory: 'ansible/inventory/production'])
 
         assertEquals(HEALTHY, result)
-        assertEquals(['gpuops-inventory:ansible/inventory/production'], lockedResources)
-        assertEquals('gpuops-inventory:ansible/inventory/production', commandCalls().first().lock)
+        assertEquals('an inspection never waits behind an update of the fleet', [], lockedResources)
+        assertEquals(null, commandCalls().first().lock)
         assertEquals([inventory: 'ansible/inventory/production', report_dir: 'gpuops-artifacts/inspectGpuNodes-7',
                       link: 'https://jenkins.example.invalid/job/inspect/7/'], paramsOfLastCall())
         assertEquals([[artifacts: 'gpuops-artifacts/inspectGpuNodes-7/**', allowEmptyArchive: true]], archived)

@@ -76,6 +76,82 @@ class PromoteTagTest extends GpuOpsPipelineTest {
         assertEquals([[resource: LOCK]], locks)
     }
 
+    static final List<String> WHO = ['requested_by', 'approved_by', 'dry_run']
+
+    @Test
+    void theRequesterAndTheApproverBothReachTheCli() {
+        startedBy('alice')
+
+        runStep('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+        assertEquals([requested_by: 'alice', dry_run: true], calls[0].findAll { it.key in WHO })
+        assertEquals([requested_by: 'alice', approved_by: 'release-manager'], calls[1].findAll { it.key in WHO })
+        assertEquals('GPUOPS_APPROVER', inputs[0].submitterParameter)
+        String message = inputs[0].message
+        assertTrue(message, message.contains('Requested by alice, who cannot approve it.'))
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void theRequestersOwnApprovalFailsTheStepBeforeTheRelease() {
+        ['release-manager', 'Release-Manager'].each { String self ->
+            calls.clear()
+            locks.clear()
+            startedBy('release-manager')
+            approver = self
+
+            String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+            String expected = "[promoteTag] ${self} cannot approve what release-manager requested (four eyes: the " +
+                'requester never approves; someone else among the approvers must): nothing was changed ' +
+                '(gate-refused)'
+            assertEquals(expected, message)
+            assertEquals('only the dry run ran', [true], calls*.dry_run)
+            assertTrue(locks.isEmpty())
+        }
+        assertJobStatusFailure()
+    }
+
+    @Test
+    void theCliRefusingTheRequestersApprovalFailsTheStep() {
+        // the CLI's own check (exit 3 naming both), should a requester's approval reach it
+        startedBy('alice')
+        onSh(commandScript(WORDS)) { Map call ->
+            Map params = (Map) new JsonSlurperClassic().parseText(files.get(call.env.GPUOPS_PARAMS_FILE))
+            if (params.dry_run) {
+                return answer(call)
+            }
+            calls.add(params)
+            files.put(call.env.GPUOPS_ERROR_FILE, JsonOutput.toJson([ok: false, command: 'release promote',
+                error: [message: "production: ${params.approved_by} cannot approve a release that " +
+                    "${params.requested_by} requested (four eyes: the requester never approves)",
+                        category: 'gate-refused', exit_code: 3], result: [state: 'refused']]))
+            return 3
+        }
+        approver = 'bob'
+
+        String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+        assertTrue(message, message.startsWith('[promoteTag] production: bob cannot approve a release that alice ' +
+            'requested (four eyes: the requester never approves)'))
+        assertEquals([requested_by: 'alice', approved_by: 'bob'], calls[1].findAll { it.key in WHO })
+    }
+
+    @Test
+    void withoutAnApprovalOnlyTheRequesterIsSentAndATimerSendsNobody() {
+        plan.approval = [required: false, approvers: [], timeout_minutes: 60]
+        startedBy('alice')
+
+        runStep('promoteTag', [environment: 'staging', tag: '1.4.0'])
+        assertEquals([requested_by: 'alice'], calls[1].findAll { it.key in WHO })
+
+        calls.clear()
+        buildCauses = [[_class: 'hudson.triggers.TimerTrigger$TimerTriggerCause', shortDescription: 'Started by timer']]
+        runStep('promoteTag', [environment: 'staging', tag: '1.4.0'])
+        assertEquals([:], calls[1].findAll { it.key in WHO })
+        assertTrue(inputs.isEmpty())
+    }
+
     @Test
     void theTimeoutCanBeSetAndAnUnansweredApprovalStopsBeforeTheRelease() {
         approver = null
@@ -166,6 +242,9 @@ class PromoteTagTest extends GpuOpsPipelineTest {
 
         String told = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0', approvedBy: 'me'])
         assertTrue(told, told.startsWith('[promoteTag] approvedBy is not a parameter you set'))
+        String asked = runStepExpectingError('promoteTag',
+            [environment: 'production', tag: '1.4.0', requestedBy: 'bob'])
+        assertTrue(asked, asked.startsWith('[promoteTag] requestedBy is not a parameter you set'))
         assertTrue('nothing ran', calls.isEmpty())
     }
 

@@ -6,7 +6,10 @@ import static org.junit.Assert.assertTrue
 
 import org.junit.Test
 
-/** updateGpuNodes: the call inside a lock per inventory, the SSH key as environment only, reports published. */
+/**
+ * updateGpuNodes: the call inside the fleet's lock (one per inventory, however spelled; none nested
+ * in the stage's), the SSH key as environment only, reports published.
+ */
 class UpdateGpuNodesTest extends GpuOpsPipelineTest {
 
     static final List<String> WORDS = ['nodes', 'update']
@@ -21,7 +24,7 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     ]
 
     @Test
-    void runsTheCliInsideALockPerInventoryAndPublishesTheReports() {
+    void runsTheCliInsideTheFleetsLockAndPublishesTheReports() {
         cliSucceeds(WORDS, DONE)
         env.BUILD_NUMBER = '42'
 
@@ -29,16 +32,85 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
                                                    canary: 1, batchSize: '25%'])
 
         assertEquals(DONE, result)
-        assertEquals(['gpuops-inventory:ansible/inventory/production'], lockedResources)
+        assertEquals([FLEET], lockedResources)
         Map call = commandCalls().first()
         assertEquals("'gpuops' 'nodes' 'update'", call.script)
-        assertEquals('gpuops-inventory:ansible/inventory/production', call.lock)
+        assertEquals(FLEET, call.lock)
+        assertTrue('no stage lock: the step says it locks on its agent',
+            echoed.any { it.startsWith("[updateGpuNodes] took ${FLEET} here, on the agent") })
         assertEquals([inventory: 'ansible/inventory/production', limit: 'gpu_h800', canary: 1, batch_size: '25%',
                       artifacts_dir: 'gpuops-artifacts/updateGpuNodes-42'], paramsOfLastCall())
         assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-42/**', allowEmptyArchive: true]], archived)
         assertEquals([[testResults: 'gpuops-artifacts/updateGpuNodes-42/*-junit.xml', allowEmptyResults: true]],
             junitReports)
         assertJobStatusSuccess()
+    }
+
+    static final String FLEET = 'gpuops-fleet:inventory:ansible/inventory/production'
+
+    @Test
+    void everySpellingOfOneInventoryIsOneLock() {
+        cliSucceeds(WORDS, DONE)
+        ['ansible/inventory/production', './ansible/inventory/production/', 'ansible//inventory/./production',
+         'ansible/inventory/staging/../production'].each { String spelling ->
+            runStep('updateGpuNodes', [inventory: spelling])
+        }
+        assertEquals([FLEET] * 4, lockedResources)
+        assertEquals('the CLI still gets the inventory as given', './ansible/inventory/production/',
+            (new groovy.json.JsonSlurperClassic().parseText(files.get(commandCalls()[1].env.GPUOPS_PARAMS_FILE)) as Map)
+                .inventory)
+
+        runStep('updateGpuNodes', [inventory: 'ansible/inventory/production', fleet: 'gpu-prod'])
+        assertEquals('gpuops-fleet:gpu-prod', lockedResources.last())
+    }
+
+    @Test
+    void inventoriesOutsideTheRepositoryAndBadFleetNamesAreRefused() {
+        cliSucceeds(WORDS, DONE)
+        Map<Map, String> cases = [
+            ([inventory: '/etc/ansible/hosts'])       : 'inventory must be a relative path inside the repository',
+            ([inventory: '~/inv'])                    : 'inventory must be a relative path inside the repository',
+            ([inventory: '../ops/production'])        : "inventory ../ops/production leaves the repository ('..')",
+            ([inventory: 'deploy/../../x'])           : "inventory deploy/../../x leaves the repository ('..')",
+            ([inventory: './'])                       : 'names the repository itself, not an inventory',
+            ([inventory: 'inv', fleet: 'Prod Fleet']) : 'fleet must be a name (lower-case letters',
+        ]
+        cases.each { Map config, String expected ->
+            String message = runStepExpectingError('updateGpuNodes', config)
+            assertTrue("${config}: ${message}", message.startsWith('[updateGpuNodes] ') && message.contains(expected) &&
+                message.endsWith('(invalid-input)'))
+        }
+        assertTrue('nothing ran, nothing was locked', commandCalls().isEmpty() && lockedResources.isEmpty())
+    }
+
+    @Test
+    void underTheStagesLockTheStepTakesNoSecondOne() {
+        cliSucceeds(WORDS, DONE)
+        String name = FleetLock.name(inventory: './ansible/inventory/production')
+        assertEquals(FLEET, name)
+
+        pipeline.invokeMethod('lock', [[resource: name, variable: 'GPUOPS_FLEET_LOCK'], {
+            runStep('updateGpuNodes', [inventory: 'ansible/inventory/production/'])
+        }] as Object[])
+
+        assertEquals('one lock, the stage\'s', [FLEET], lockedResources)
+        assertEquals(FLEET, commandCalls().first().lock)
+        assertFalse(echoed.any { it.contains('on the agent') })
+    }
+
+    @Test
+    void underAnotherFleetsLockTheStepFails() {
+        cliSucceeds(WORDS, DONE)
+        String message = null
+        pipeline.invokeMethod('lock', [[resource: 'gpuops-fleet:inventory:deploy/inventory/staging',
+                                        variable: 'GPUOPS_FLEET_LOCK'], {
+            message = runStepExpectingError('updateGpuNodes', [inventory: 'deploy/inventory/production'])
+        }] as Object[])
+
+        assertEquals('[updateGpuNodes] this build holds gpuops-fleet:inventory:deploy/inventory/staging, but the ' +
+            'inventory is gpuops-fleet:inventory:deploy/inventory/production: lock the fleet the step changes ' +
+            '(org.gpuops.FleetLock.name with the same inventory or fleet) (invalid-input)', message)
+        assertTrue(commandCalls().isEmpty())
     }
 
     @Test

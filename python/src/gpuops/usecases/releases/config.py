@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from gpuops import fsio
-from gpuops.core import releaseconfig
+from gpuops.core import headroom, releaseconfig
 from gpuops.core.releaseconfig import ReleaseConfig
 from gpuops.core.values import shown, yaml_problem
 from gpuops.errors import InvalidInput
+from gpuops.usecases.cluster import Cluster
 
 #: Largest environments file accepted: it is configuration, not data.
 MAX_BYTES = 1 << 20
@@ -40,3 +42,27 @@ def load_with_document(path: str) -> tuple[ReleaseConfig, Any]:
     except yaml.YAMLError as exc:  # the parser's words only, never a piece of the file
         raise InvalidInput(f"{path}: not valid YAML {yaml_problem(exc)}", field="config") from None
     return releaseconfig.parse(doc, path), doc
+
+
+@dataclass(frozen=True)
+class HeadroomSettings:
+    """What a release environment of ``gpuops-release.yaml`` says about headroom: its
+    namespace, its node class as a node selector (``group_by: node_class``), its reserve,
+    and how to reach its cluster (the given kubeconfig and context first)."""
+
+    namespace: str
+    node_selector: dict[str, str]
+    policy: headroom.Policy
+    cluster: Cluster
+
+
+def headroom_settings(path: str, name: str, cluster: Cluster) -> HeadroomSettings:
+    """The headroom settings of environment ``name`` of the release file ``path`` (the same
+    values the release's own headroom gate uses); a bad file or name is an input error."""
+    env = load(path).environment(name)
+    return HeadroomSettings(
+        namespace=env.namespace,
+        node_selector={env.group_by: env.node_class} if env.node_class else {},
+        policy=headroom.Policy(env.reserve, dict(env.reserve_per_class), env.group_by),
+        cluster=Cluster(cluster.kubeconfig or env.kubeconfig, cluster.context or env.context),
+    )

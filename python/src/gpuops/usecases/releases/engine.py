@@ -32,6 +32,7 @@ from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import guard, steps
 from gpuops.usecases.releases import model as m
+from gpuops.usecases.releases.approval import four_eyes_refusal
 from gpuops.usecases.releases.gates import Gate, Registry, first_closed, headroom_gate
 from gpuops.usecases.releases.guard import Foreign, Left
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
@@ -92,6 +93,7 @@ def run(
         "approvers": list(env.approval.approvers),
         "timeout_minutes": env.approval.timeout_minutes,
         "approved_by": who.approved_by,
+        "requested_by": who.requested_by,
     }
     cluster = cluster_of(env, target)
     kube = deps.connect(cluster)
@@ -99,6 +101,9 @@ def run(
     t0 = out.t0
     out.lock = {"resource": m.lock_resource(kube.server, env)}
     try:
+        same = four_eyes_refusal(env.name, who)  # before anything is read or changed
+        if same is not None:
+            return _refused(out, same)
         if env.approval.required and not who.approved_by and not dry_run:
             who_may = ", ".join(env.approval.approvers) or "an approver"
             return _refused(
