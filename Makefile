@@ -6,7 +6,7 @@ VENV  ?= .venv
 PY    := $(VENV)/bin/python
 export GPUOPS_CACHE ?= $(HOME)/.cache/gpuops
 
-.PHONY: bench-headroom bench-headroom-curve bench-image demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse lab-up lab-down
+.PHONY: bench-headroom bench-headroom-curve bench-image demo test setup lint lint-python lint-ansible lint-groovy test-python test-groovy wheelhouse release lab-up lab-down
 
 demo: setup
 	scripts/demo.sh
@@ -38,6 +38,13 @@ test-groovy:
 
 wheelhouse:
 	scripts/wheelhouse.sh wheelhouse
+
+# A release of the version in resources/org/gpuops/VERSION: dist/<version>/ (wheelhouse with
+# hashes, agent image as an OCI archive, SHA256SUMS) and the git tag v<version>. Needs buildah
+# and a clean tree (make setup first). BASE_IMAGE=<your Jenkins inbound-agent image with python3>,
+# or LAB_BASE=1 for the lab's stand-in base (tests only). See docs/JENKINS-INSTALL.md.
+release:
+	PYTHON=$(PY) scripts/release.sh $(if $(LAB_BASE),--lab-base)
 
 lab-up:
 	$(VENV)/bin/gpuops lab up
