@@ -25,6 +25,8 @@ class FleetLock implements Serializable {
     /** The variable `lock(..., variable: VARIABLE)` sets to the names it holds, while its body runs. */
     static final String VARIABLE = 'GPUOPS_FLEET_LOCK'
     static final String FLEET = /[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?/
+    /** An inventory path's characters: a lock name never holds a ',' (the variable's separator). */
+    static final String PATH = /[A-Za-z0-9._\/-]+/
 
     /** The lock name of [fleet: name] or [inventory: path]; IllegalArgumentException when invalid. */
     @NonCPS
@@ -50,6 +52,10 @@ class FleetLock implements Serializable {
         if (path.startsWith('/') || path.startsWith('~') || path.contains('\\') || path =~ /[\x00-\x1f\x7f]/) {
             throw new IllegalArgumentException('inventory must be a relative path inside the repository ' +
                 "(no '/' or '~' at the start, no '\\', no control characters)")
+        }
+        if (!(path ==~ PATH)) {
+            throw new IllegalArgumentException("inventory ${shown(path)} must be a path of letters, digits, " +
+                "'.', '_' and '-', parts separated by '/' (no spaces, no ',', no ':')")
         }
         List<String> parts = []
         path.split('/').each { String part ->
@@ -79,10 +85,24 @@ class FleetLock implements Serializable {
         }
     }
 
-    /** The names a `lock(variable: VARIABLE)` around this code holds (none outside one). */
+    /**
+     * What a `lock(variable: VARIABLE)` around this code holds, as one exact name (none outside
+     * one). Lockable Resources joins several names with ','; the value is never split, so a
+     * resource named 'x,gpuops-fleet:...' is not taken for the fleet's lock. Lock the fleet alone.
+     */
     @NonCPS
     static List<String> held(Object variable) {
-        return variable ? variable.toString().split(',')*.trim().findAll { it } : []
+        return variable ? [variable.toString()] : []
+    }
+
+    /** value for a message: the allowed characters as they are, any other as \\uXXXX; at most 120. */
+    @NonCPS
+    static String shown(String value) {
+        StringBuilder out = new StringBuilder()
+        value.take(120).each { String c ->
+            out.append(c ==~ PATH ? c : String.format('\\u%04x', (int) c.charAt(0)))
+        }
+        return "'" + out + (value.length() > 120 ? "'..." : "'")
     }
 
 }

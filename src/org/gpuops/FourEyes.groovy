@@ -3,12 +3,16 @@ package org.gpuops
 import com.cloudbees.groovy.cps.NonCPS
 
 /**
- * Four eyes (S-27) on the Jenkins side: the person who started the build (its user cause)
- * cannot approve what it does. `input` names its submitter (submitterParameter); a requester's
- * own approval fails the step, whatever Jenkins let through (an administrator may answer any
- * input). A build started by a timer or an upstream job has no user cause: no requester, and the
- * approval stands alone. The release CLI checks the same again (`--requested-by`, `--approved-by`)
- * and records both names. What this cannot prevent: docs/RELEASES.md#what-jenkins-administrators-can-still-do.
+ * Four eyes (S-27) on the Jenkins side: whoever asked for the build cannot approve what it does.
+ * The requesters are the users of this build's user causes (queued identical requests merge
+ * into one build with several) and of every upstream build's (a release started by
+ * `build job:` from a job a user started). `input` names its submitter (submitterParameter);
+ * an approval by any requester fails the step, whatever Jenkins let through (an administrator
+ * may answer any input). Where an approval is needed and no requester is found (a timer, SCM
+ * or remote-token trigger), the step refuses: four eyes cannot be checked. `anonymous` and
+ * `SYSTEM` are never a person. The release CLI checks the same again (`--requested-by`,
+ * `--approved-by`) and records the names. What this cannot prevent:
+ * docs/RELEASES.md#what-jenkins-administrators-can-still-do.
  */
 class FourEyes implements Serializable {
 
@@ -20,17 +24,53 @@ class FourEyes implements Serializable {
     /** A Jenkins user id as the CLI accepts it (no spaces: a display name is not an id). */
     static final String USER_ID = /[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99}/
 
-    /** Who started this build: the user id of its user cause, or null (timer, upstream job, SCM). */
-    static String requester(Object script) {
-        Object causes = script.currentBuild.getBuildCauses(USER_CAUSE)
-        return userIdOf(causes)
+    /** Jenkins' technical ids: never a person, so never a requester or an approver. */
+    static final List<String> TECHNICAL_IDS = ['anonymous', 'SYSTEM'].asImmutable()
+
+    /** Who asked for this build: the user ids of its user causes and of every upstream build's,
+     * each once, in order; empty when no user started any of them (timer, SCM, remote token). */
+    static List<String> requesters(Object script) {
+        List found = []
+        found.addAll(userIdsOf(script.currentBuild.getBuildCauses(USER_CAUSE)))
+        for (Object upstream in (script.currentBuild.getUpstreamBuilds() ?: [])) {
+            found.addAll(userIdsOf(upstream.getBuildCauses(USER_CAUSE)))
+        }
+        return distinct(found)
     }
 
     @NonCPS
-    static String userIdOf(Object causes) {
-        List found = (causes ?: []) as List
-        Object id = found ? found[0]?.userId : null
-        return id ? id.toString() : null
+    static List<String> userIdsOf(Object causes) {
+        List<String> ids = []
+        for (Object cause in ((causes ?: []) as List)) {
+            Object id = cause?.userId
+            if (id && !isTechnical(id.toString())) {
+                ids.add(id.toString())
+            }
+        }
+        return ids
+    }
+
+    @NonCPS
+    static List<String> distinct(List ids) {
+        List<String> kept = []
+        for (Object id in ids) {
+            if (!kept.any { samePerson(it as String, id as String) }) {
+                kept.add(id as String)
+            }
+        }
+        return kept
+    }
+
+    /** The requester that `approver` is (ignoring case), or null. */
+    @NonCPS
+    static String sameAs(String approver, List<String> requesters) {
+        return requesters.find { samePerson(approver, it) }
+    }
+
+    /** Whether an id is `anonymous` or `SYSTEM` (any case). */
+    @NonCPS
+    static boolean isTechnical(String id) {
+        return id != null && TECHNICAL_IDS.any { it.equalsIgnoreCase(id.trim()) }
     }
 
     /** Whether two ids name one user: Jenkins' default IdStrategy ignores case, so this does too. */
@@ -39,16 +79,22 @@ class FourEyes implements Serializable {
         return a != null && b != null && a.trim().equalsIgnoreCase(b.trim())
     }
 
-    /** {@link #approve} with this build's requester: for a Jenkinsfile's own approval stage. */
+    /** {@link #approve} with this build's requesters: for a Jenkinsfile's own approval stage. */
     static String ask(Object script, String what, Map args) {
-        return approve(script, what, args, requester(script))
+        return approve(script, what, args, requesters(script))
     }
 
     /**
      * Asks `input` (its arguments `args`; the caller's `timeout` around it) and returns the user
-     * id that approved. Fails the step when it is the requester, or when Jenkins gave no id.
+     * id that approved. Fails the step, before asking, when there is no requester to compare
+     * with; after, when the approver is a requester, a technical id, or when Jenkins gave no id.
      */
-    static String approve(Object script, String stepName, Map args, String requester) {
+    static String approve(Object script, String stepName, Map args, List<String> requesters) {
+        if (!requesters) {
+            script.error("[${stepName}] four eyes needs to know who asked for this release: start it as a user " +
+                '(Build with Parameters), or from a job a user started; a timer, SCM or remote-token trigger ' +
+                'names nobody: nothing was changed (gate-refused)')
+        }
         Map asked = new LinkedHashMap(args)
         asked.submitterParameter = 'GPUOPS_APPROVER'
         Object answer = script.input(asked)
@@ -57,7 +103,12 @@ class FourEyes implements Serializable {
             script.error("[${stepName}] the approval did not name a Jenkins user id " +
                 "(${approver == null ? 'none' : 'not an id'}): nothing was changed (gate-refused)")
         }
-        if (samePerson(approver, requester)) {
+        if (isTechnical(approver)) {
+            script.error("[${stepName}] ${approver} is a technical id, not a person: it cannot approve (four " +
+                'eyes): nothing was changed (gate-refused)')
+        }
+        String requester = sameAs(approver, requesters)
+        if (requester) {
             script.error("[${stepName}] ${approver} cannot approve what ${requester} requested (four eyes: " +
                 'the requester never approves; someone else among the approvers must): nothing was changed ' +
                 '(gate-refused)')

@@ -26,6 +26,8 @@ class NodeSteps implements Serializable {
      * variable: 'GPUOPS_FLEET_LOCK') }`): no second lock (the same resource locked again inside
      * would wait for itself). The stage holding another fleet's lock fails. No lock around:
      * the step takes it here, inside node, so a build waiting for it holds its agent; it says so.
+     * The variable must be exactly `name` (never split on ','). A stage lock without the variable
+     * is invisible here: the step locks again and the build waits on itself (documented only).
      */
     static void underFleetLock(Object script, String stepName, String name, Closure body) {
         List<String> held = FleetLock.held(script.env[FleetLock.VARIABLE])

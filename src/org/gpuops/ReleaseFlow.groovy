@@ -6,8 +6,8 @@ package org.gpuops
  *    environment needs an approval, who may give it, and the target's lock name;
  * 2. the approval, outside any agent: `input` with `submitter` inside `timeout`, so that no
  *    executor is held while a person decides; never by the build's requester (four eyes,
- *    {@link FourEyes}); both names go to the CLI (requested_by, approved_by), which checks
- *    them again and records them;
+ *    {@link FourEyes}: refused when no requester is known); the names go to the CLI
+ *    (requested_by, a list; approved_by), which checks them again and records them;
  * 3. the release on an agent inside `lock(resource: <target>)`: one release per target at a
  *    time in this Jenkins (the CLI's Lease in the cluster covers every other caller).
  * Every decision is the CLI's (the four-eyes check is also made here, so that a requester's
@@ -59,9 +59,9 @@ class ReleaseFlow implements Serializable {
                 'CLI runs, never while a person approves (invalid-input)')
         }
         Map asked = new LinkedHashMap(cli)
-        String requester = FourEyes.requester(script)
-        if (requester) {
-            asked.requested_by = requester
+        List<String> requesters = FourEyes.requesters(script)
+        if (requesters) {
+            asked.requested_by = requesters
         }
         Map plan = onAgent(script, step) { exec(asked + [dry_run: true]) }
         if (cli.dry_run) {
@@ -70,7 +70,7 @@ class ReleaseFlow implements Serializable {
         Map params = new LinkedHashMap(asked)
         Map approval = plan.approval ?: [:]
         if (approval.required) {
-            params.approved_by = approve(script, stepName, step, plan, requester)
+            params.approved_by = approve(script, stepName, step, plan, requesters)
         }
         Map result = null
         script.lock(resource: plan.lock.resource) {
@@ -79,12 +79,12 @@ class ReleaseFlow implements Serializable {
         return result
     }
 
-    static String approve(Object script, String stepName, Map step, Map plan, String requester) {
+    static String approve(Object script, String stepName, Map step, Map plan, List<String> requesters) {
         Map approval = plan.approval
         int minutes = (step.approvalTimeoutMinutes ?: approval.timeout_minutes ?: 60) as int
         Map wanted = plan.wanted ?: [:]
         String what = [wanted.tag, wanted.model ? "model ${wanted.model}" : null].findAll().join(', ')
-        String by = requester ? " Requested by ${requester}, who cannot approve it." : ''
+        String by = requesters ? " Requested by ${requesters.join(', ')}, who cannot approve it." : ''
         Map args = [message: "${plan.action} ${what} to ${plan.environment}? Every gate passed.${by}".toString(),
                     ok: 'Release']
         if (approval.approvers) {
@@ -92,7 +92,7 @@ class ReleaseFlow implements Serializable {
         }
         String approver = null
         script.timeout(time: minutes, unit: 'MINUTES') {
-            approver = FourEyes.approve(script, stepName, args, requester)
+            approver = FourEyes.approve(script, stepName, args, requesters)
         }
         return approver
     }

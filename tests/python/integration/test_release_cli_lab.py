@@ -152,7 +152,7 @@ def test_the_requester_cannot_approve_and_the_history_names_both(
     """S-27 four eyes on the real apiserver: the requester's own approval is exit 3 naming
     both and changes nothing; someone else's is released and recorded with both names."""
     before = target.image()
-    asked = {"environment": "production", "tag": "1.1.0", "requested_by": "alice"}
+    asked = {"environment": "production", "tag": "1.1.0", "requested_by": ["alice"]}
 
     got, doc, stderr = gpuops(target, tmp_path, "promote", {**asked, "approved_by": "Alice"})
 

@@ -113,10 +113,10 @@ def test_parameters_as_jenkins_sends_them(tmp_path: Path, config: Path) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("approved_by", "Alice Smith"), ("requested_by", "bob;rm"), ("approved_by", "-alice")],
+    [("approved_by", "Alice Smith"), ("requested_by", ["bob;rm"]), ("approved_by", "-alice")],
 )
 def test_requester_and_approver_are_jenkins_user_ids(
-    tmp_path: Path, config: Path, field: str, value: str
+    tmp_path: Path, config: Path, field: str, value: object
 ) -> None:
     code, error = error_of(
         tmp_path,
@@ -155,7 +155,7 @@ def test_the_requester_cannot_approve_exit_3_naming_both_before_the_cluster_is_r
         tmp_path,
         "release",
         command,
-        params={**params, "requested_by": "alice", "approved_by": approver},
+        params={**params, "requested_by": ["alice"], "approved_by": approver},
     )
     assert code == 3, error
     assert error["category"] == "gate-refused" and error["field"] == "approved_by", error
@@ -168,6 +168,61 @@ def test_the_requester_cannot_approve_exit_3_naming_both_before_the_cluster_is_r
         tmp_path,
         "release",
         command,
-        params={**params, "requested_by": "alice", "approved_by": "bob"},
+        params={**params, "requested_by": ["alice"], "approved_by": "bob"},
     )
     assert code == 4, error
+
+
+@pytest.mark.parametrize("command", ["promote", "rollback"])
+@pytest.mark.parametrize(
+    ("approver", "requesters"),
+    [("carol", ["alice", "carol"]), ("Bob", ["alice", "carol", "bob"])],
+)
+def test_an_approver_among_several_requesters_is_refused(
+    tmp_path: Path, command: str, approver: str, requesters: list[str]
+) -> None:
+    """Queued requests merge into one build with several user causes (and upstream builds add
+    theirs): the approver may be none of them. Exit 3 before the cluster is read."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    path = tmp_path / "gpuops-release.yaml"
+    path.write_text(CONFIG.replace("/nonexistent/kubeconfig", str(kubeconfig)))
+    what = {"tag": "1.0"} if command == "promote" else {"previous": True}
+    params = {"config": str(path), "environment": "staging", **what}
+    code, error = error_of(
+        tmp_path,
+        "release",
+        command,
+        params={**params, "requested_by": requesters, "approved_by": approver},
+    )
+    assert code == 3, error
+    assert str(error["message"]) == (
+        f"staging: {approver} cannot approve a release that {approver.lower()} requested "
+        "(four eyes: the requester never approves)"
+    ), error
+
+
+@pytest.mark.parametrize("command", ["promote", "rollback"])
+def test_an_approval_without_a_requester_is_refused_exit_2(
+    tmp_path: Path, config: Path, command: str
+) -> None:
+    """Fail closed: with no requester four eyes cannot be checked (exit 2, invalid input)."""
+    what = {"tag": "1.0"} if command == "promote" else {"previous": True}
+    params = {"config": str(config), "environment": "staging", **what, "approved_by": "bob"}
+    code, error = error_of(tmp_path, "release", command, params=params)
+    assert code == 2 and error["field"] == "requested_by", error
+    assert str(error["message"]).startswith(
+        "--approved-by needs --requested-by: four eyes needs to know who asked"
+    ), error
+
+
+@pytest.mark.parametrize("field", ["approved_by", "requested_by"])
+@pytest.mark.parametrize("value", ["anonymous", "SYSTEM", "system", "Anonymous"])
+def test_technical_ids_are_not_people(tmp_path: Path, config: Path, field: str, value: str) -> None:
+    given: object = [value] if field == "requested_by" else value
+    params = {"config": str(config), "environment": "staging", "tag": "1.0", field: given}
+    if field == "approved_by":
+        params["requested_by"] = ["alice"]
+    code, error = error_of(tmp_path, "release", "promote", params=params)
+    assert code == 2 and error["field"] == field, error
+    assert "is a technical Jenkins id, not a person" in str(error["message"]), error

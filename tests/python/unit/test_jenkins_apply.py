@@ -224,7 +224,7 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
         for p in release.iter("hudson.model.ChoiceParameterDefinition")
     } == {
         "APP_JOB": ["release"],
-        "APP_ENV": ["staging", "production"],  # the first is the default: not production
+        "APP_ENV": ["(choose)", "staging", "production"],  # the first is the default: none
         "APP_NODE_CHANGE": ["none", "driver", "node-init", "all"],  # S-24, first: none
     }
     assert [p.findtext("name") for p in release.iter("hudson.model.StringParameterDefinition")] == [

@@ -54,10 +54,10 @@ def test_the_release_job_defaults_to_no_production() -> None:
         }
     )
     release = jobs["infer-release"]
-    assert choices(release, "APP_ENV") == ["staging", "test", "production"]
+    assert choices(release, "APP_ENV") == ["(choose)", "staging", "test", "production"]
     assert defaults(release) == {
         "APP_JOB": "release",
-        "APP_ENV": "staging",
+        "APP_ENV": "(choose)",  # the Jenkinsfile's stage Job refuses it
         "APP_NODE_CHANGE": "none",  # no node change unless asked for
         "APP_IMAGE_TAG": "",  # the CLI refuses an empty tag
         "APP_MODEL_VERSION": "",  # unchanged
@@ -85,13 +85,30 @@ def test_production_like_environments_come_last() -> None:
             "dev": {**ENV, "namespace": "ai-dev"},
         }
     )
-    assert choices(jobs["infer-release"], "APP_ENV") == ["dev", "canary", "prod-eu"]
+    assert choices(jobs["infer-release"], "APP_ENV") == ["(choose)", "dev", "canary", "prod-eu"]
     assert choices(jobs["infer-rollback-canary"], "ROLLBACK_TO")[0] == "(choose)"
 
 
 def test_only_production_means_no_default_environment() -> None:
     jobs = generated({"production": {**ENV, "namespace": "ai"}})
     assert choices(jobs["infer-release"], "APP_ENV") == ["(choose)", "production"]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["live", "staging"],  # production by another name: the name guess misses it
+        ["prd"],
+        ["aa-production", "zz-test"],
+        ["dev", "test"],
+    ],
+)
+def test_the_first_environment_choice_is_always_choose(names: list[str]) -> None:
+    """Whatever the environments are called, a default run names none (issue 18)."""
+    jobs = generated({n: {**ENV, "namespace": f"ai-{n}"} for n in names})
+    assert choices(jobs["infer-release"], "APP_ENV")[0] == "(choose)"
+    assert sorted(choices(jobs["infer-release"], "APP_ENV")[1:]) == sorted(names)
+    assert defaults(jobs["infer-release"])["APP_ENV"] == "(choose)"
 
 
 def test_the_placeholder_is_refused_by_the_cli() -> None:

@@ -51,12 +51,21 @@ def parse(text: str) -> ET.Element:
     return ET.fromstring(text.encode())  # noqa: S314 - our own test data
 
 
+def app_job(root: ET.Element) -> str:
+    """The job's kind, from its APP_JOB parameter's one choice."""
+    [p] = [p for p in root.iter(jobxml.CHOICE) if p.findtext("name") == "APP_JOB"]
+    return next(s.text or "" for s in p.iter("string"))
+
+
 def jenkins_ran_it(wanted: str, real: str) -> str:
     """Our job as Jenkins stores it after running it, with what ``real`` shows Jenkins adds:
     its actions, the properties the Jenkinsfile set (before ours, as there), its form of
     DisableConcurrentBuilds, extra core fields (displayName), plugin attributes with versions,
-    the git plugin's submoduleCfg form, its declaration and indentation."""
+    the git plugin's submoduleCfg form, its declaration and indentation. On release and
+    rollback jobs no PipelineTriggersJobProperty: Jenkinsfile.example sets no triggers {}, so
+    Jenkins writes none there (one there is drift: test_a_trigger_on_a_release_job_is_drift)."""
     job, seen = parse(wanted), parse(real)
+    kind = app_job(job)
     job.set("plugin", seen.get("plugin", ""))
     actions = seen.find("actions")
     job.remove(job.find("actions"))  # type: ignore[arg-type]
@@ -65,7 +74,8 @@ def jenkins_ran_it(wanted: str, real: str) -> str:
         job.insert([e.tag for e in seen].index(extra.tag), copy.deepcopy(extra))
     props, seen_props = job.find("properties"), seen.find("properties")
     assert props is not None and seen_props is not None
-    for i, p in enumerate(e for e in seen_props if e.tag != jobxml.NO_CONCURRENT):
+    skip = (jobxml.NO_CONCURRENT,) if kind == "build" else (jobxml.NO_CONCURRENT, jobxml.TRIGGERS)
+    for i, p in enumerate(e for e in seen_props if e.tag not in skip):
         props.insert(i, copy.deepcopy(p))
     theirs = seen_props.find(jobxml.NO_CONCURRENT)
     mine = props.find(jobxml.NO_CONCURRENT)
@@ -163,12 +173,13 @@ def _default(root: ET.Element) -> None:
 def _choice_gone(root: ET.Element) -> None:
     array = _param(root, "APP_ENV").find("choices/a")
     assert array is not None
-    array.remove(array[0])  # staging
+    [staging] = [s for s in array if s.text == "staging"]
+    array.remove(staging)
 
 
 def _choice_order(root: ET.Element) -> None:
     strings = list(_param(root, "APP_ENV").iter("string"))
-    strings[0].text, strings[1].text = strings[1].text, strings[0].text  # production first
+    strings[0].text, strings[1].text = strings[1].text, strings[0].text  # staging first
 
 
 def _removed(root: ET.Element) -> None:
@@ -211,7 +222,55 @@ def _inline(root: ET.Element) -> None:
     root.remove(old)
 
 
+TOKEN = "s3cret-remote-token"
+
+
+def _auth_token(root: ET.Element) -> None:
+    """A remote trigger token: a build with no user cause, around four eyes."""
+    ET.SubElement(root, "authToken").text = TOKEN
+
+
+def _disabled(root: ET.Element) -> None:
+    _set("disabled", "true")(root)
+
+
+def _timer(root: ET.Element) -> None:
+    """A timer trigger, the way Jenkins stores a triggers { cron(...) } (the real file's form)."""
+    props = root.find("properties")
+    assert props is not None
+    prop = ET.SubElement(props, jobxml.TRIGGERS)
+    timer = ET.SubElement(ET.SubElement(prop, "triggers"), "hudson.triggers.TimerTrigger")
+    ET.SubElement(timer, "spec").text = "H 3 * * *"
+
+
+def _scm_poll(root: ET.Element) -> None:
+    """The real file's PipelineTriggersJobProperty (an SCMTrigger polling every minute)."""
+    real = parse(REAL["pasqueque-diploma-stage.config.xml"]).find(f"properties/{jobxml.TRIGGERS}")
+    props = root.find("properties")
+    assert real is not None and props is not None
+    props.insert(0, copy.deepcopy(real))
+
+
+def _legacy_trigger(root: ET.Element) -> None:
+    """Jenkins core's own <triggers> of the job (the freestyle form) with a timer in it."""
+    legacy = root.find("triggers")
+    assert legacy is not None
+    timer = ET.SubElement(legacy, "hudson.triggers.TimerTrigger")
+    ET.SubElement(timer, "spec").text = "H 3 * * *"
+
+
+#: What would weaken the release gate: drift on every job (authToken, disabled) or on the
+#: release and rollback jobs (triggers), with the diff line that shows it.
+GATE = {
+    "auth token": (_auth_token, "-", f"<authToken>{jobxml.HIDDEN}</authToken>"),
+    "disabled": (_disabled, "-", "<disabled>true</disabled>"),
+    "timer trigger": (_timer, "-", "<spec>H 3 * * *</spec>"),
+    "scm trigger": (_scm_poll, "-", "<spec>* * * * *</spec>"),
+    "legacy trigger": (_legacy_trigger, "-", "<hudson.triggers.TimerTrigger>"),
+}
+
 DRIFT = {
+    **GATE,
     "parameter description": (_description, "+", "Image tag made by the build job."),
     "string default": (_default, "-", "<defaultValue>7</defaultValue>"),
     "choice removed": (_choice_gone, "+", "<string>staging</string>"),
@@ -302,3 +361,59 @@ def test_a_real_file_as_found_is_not_our_job() -> None:
         diff = jobxml.drift(real, wanted, kind, "ai/infer-release")
         assert "+    <scriptPath>Jenkinsfile.example</scriptPath>" in diff.splitlines(), name
         assert "+          <name>APP_ENV</name>" in diff.splitlines(), name
+
+
+@pytest.mark.parametrize("real", sorted(REAL))
+@pytest.mark.parametrize("case", sorted(GATE))
+@pytest.mark.parametrize("job", ["ai/infer-release", "ai/infer-rollback-production"])
+def test_what_weakens_the_gate_is_drift_and_the_update_sets_it_back(
+    job: str, case: str, real: str
+) -> None:
+    change, sign, text = GATE[case]
+    kind, wanted = ours()[job]
+    stored = parse(jenkins_ran_it(wanted, REAL[real]))
+    change(stored)
+    current = ET.tostring(stored, encoding="unicode")
+    diff = jobxml.drift(current, wanted, kind, job)
+    assert [line for line in diff.splitlines() if line.startswith(sign) and text in line], diff
+    assert TOKEN not in diff  # a secret: never shown
+    sent = jobxml.merged(current, wanted, kind, job)
+    assert jobxml.drift(sent, wanted, kind, job) == ""
+    root = parse(sent)
+    assert root.find("authToken") is None
+    assert root.findtext("disabled") == "false"
+    assert root.find(f"properties/{jobxml.TRIGGERS}") is None
+    assert len(root.find("triggers")) == 0  # type: ignore[arg-type]
+
+
+def test_the_real_files_triggers_on_a_release_job_are_drift() -> None:
+    """Changed expectation (issue 18 review): the stand-in used to copy the real file's
+    PipelineTriggersJobProperty (an SCMTrigger) onto the release job too, and asserted no
+    drift; a triggered release is drift now."""
+    kind, wanted = ours()["ai/infer-release"]
+    stored = parse(jenkins_ran_it(wanted, REAL["pasqueque-diploma-stage.config.xml"]))
+    _scm_poll(stored)
+    diff = jobxml.drift(ET.tostring(stored, encoding="unicode"), wanted, kind, "ai/infer-release")
+    assert f"-  <{jobxml.TRIGGERS}>" in diff.splitlines(), diff
+
+
+@pytest.mark.parametrize("real", sorted(REAL))
+def test_the_build_job_keeps_its_triggers_but_not_a_token_or_disabled(real: str) -> None:
+    """The build job's triggers are its Jenkinsfile's (triggers {}): no drift, kept on update;
+    an authToken or disabled is drift there too."""
+    kind, wanted = ours()["ai/infer-build"]
+    stored = parse(jenkins_ran_it(wanted, REAL[real]))
+    _scm_poll(stored)
+    _legacy_trigger(stored)
+    current = ET.tostring(stored, encoding="unicode")
+    assert jobxml.drift(current, wanted, kind, "ai/infer-build") == ""
+    kept = parse(jobxml.merged(current, wanted, kind, "ai/infer-build"))
+    assert (
+        kept.find(f"properties/{jobxml.TRIGGERS}/triggers/hudson.triggers.SCMTrigger") is not None
+    )
+    assert kept.find("triggers/hudson.triggers.TimerTrigger") is not None
+    for change in (_auth_token, _disabled):
+        other = copy.deepcopy(stored)
+        change(other)
+        diff = jobxml.drift(ET.tostring(other, encoding="unicode"), wanted, kind, "b")
+        assert diff and TOKEN not in diff, change

@@ -23,6 +23,9 @@ DECLARATION = "<?xml version='1.1' encoding='UTF-8'?>\n"  # what Jenkins writes
 PARAMETERS = "hudson.model.ParametersDefinitionProperty"
 NO_CONCURRENT = "org.jenkinsci.plugins.workflow.job.properties.DisableConcurrentBuildsJobProperty"
 CHOICE = "hudson.model.ChoiceParameterDefinition"
+TRIGGERS = "org.jenkinsci.plugins.workflow.job.properties.PipelineTriggersJobProperty"
+#: Shown in a diff instead of an authToken's value (a secret).
+HIDDEN = "(set, value not shown)"
 
 #: The elements gpuops owns, compared by ``--check`` and replaced by an update (paths from
 #: the root, ``flow-definition``, whose name is compared too).
@@ -33,6 +36,11 @@ OWNED = {
     f"properties/{NO_CONCURRENT}": "release and rollback jobs only: one release at a time",
     "definition": "its class (Pipeline from SCM); scm: its class, userRemoteConfigs (URL, "
     "credentials id), branches; scriptPath; lightweight",
+    "authToken": "must be absent: a remote trigger token starts a build with no user cause, "
+    "around four eyes (its value is never shown in a diff)",
+    "disabled": "must be false or absent: a disabled job cannot release or roll back",
+    f"properties/{TRIGGERS}, triggers": "release and rollback jobs only: no triggers (a timer "
+    "or SCM trigger would release with no one asking); an empty one is no trigger",
 }
 
 #: Known elements Jenkins writes that are not compared, and why. Anything else not in OWNED
@@ -42,14 +50,13 @@ IGNORED = {
     "Declarative Pipeline, never removed), DeclarativeJobPropertyTrackerAction and "
     "workflow-multibranch's JobPropertyTrackerAction (which properties the last run's "
     "Jenkinsfile set), Blue Ocean's BlueOceanUrlAction",
-    "properties/* (other)": "set by the Jenkinsfile's options {} and triggers {} on each run "
-    "(BuildDiscarderProperty, PipelineTriggersJobProperty, DurabilityHintJobProperty, ...) "
-    "or by plugins and administrators; on the build job also DisableConcurrentBuilds",
+    "properties/* (other)": "set by the Jenkinsfile's options {} on each run "
+    "(BuildDiscarderProperty, DurabilityHintJobProperty, ...) or by plugins and "
+    "administrators; on the build job also DisableConcurrentBuilds and the triggers "
+    "(PipelineTriggersJobProperty, legacy triggers) its Jenkinsfile's triggers {} sets",
     f"properties/{NO_CONCURRENT}/abortPrevious=false": "the default Jenkins writes into it",
     "@plugin": "the plugin and its version that wrote an element: changes with every upgrade",
-    "keepDependencies, triggers, disabled, displayName, quietPeriod, authToken": "Jenkins "
-    "core's fields with their defaults (Pipeline triggers live in a property), or state set "
-    "in the UI (Disable Project)",
+    "keepDependencies, displayName, quietPeriod": "Jenkins core's fields with their defaults",
     "definition/scm: configVersion, doGenerateSubmoduleConfigurations, submoduleCfg, "
     "extensions": "the git plugin's own fields and defaults, which vary with its version",
     "formatting": "the XML declaration, indentation, <x/> versus <x></x>, the order of "
@@ -141,11 +148,39 @@ def owned(config_xml: str, kind: str, what: str) -> ET.Element:
             d.extend(_tidy(e) for e in definition.findall(tag))
         if definition.get("class") != "org.jenkinsci.plugins.workflow.cps.CpsScmFlowDefinition":
             d.extend(_tidy(e) for e in definition if e.tag not in ("scm", *_DEFINITION_OWNED))
+    _gate(root, out, kind)
     for e in out.iter():
         if e.text is not None and not e.text.strip():
             e.text = None
     ET.indent(out)
     return out
+
+
+def _has_triggers(element: ET.Element | None) -> bool:
+    """A triggers list (or a PipelineTriggersJobProperty) with any trigger in it."""
+    if element is None:
+        return False
+    found = element.find("triggers") if element.tag == TRIGGERS else element
+    return found is not None and len(found) > 0
+
+
+def _gate(root: ET.Element, out: ET.Element, kind: str) -> None:
+    """What would weaken the release gate, added to ``out`` only when present: an authToken
+    (its value hidden), disabled true, and on release/rollback jobs any trigger."""
+    if root.find("authToken") is not None:
+        ET.SubElement(out, "authToken").text = HIDDEN
+    disabled = (root.findtext("disabled") or "false").strip()
+    if disabled != "false":
+        ET.SubElement(out, "disabled").text = disabled
+    if kind == "build":
+        return
+    props = root.find("properties")
+    for p in props.findall(TRIGGERS) if props is not None else []:
+        if _has_triggers(p):
+            out.append(_tidy(p))
+    legacy = root.find("triggers")
+    if _has_triggers(legacy):
+        out.append(_tidy(legacy))  # type: ignore[arg-type]
 
 
 def _text(root: ET.Element) -> str:
@@ -195,8 +230,27 @@ def merged(current: str, wanted: str, kind: str, path: str) -> str:
     for offset, p in enumerate(ours):
         props.insert(at + offset, copy.deepcopy(p))
     _merge_definition(root, want)
+    _reset_gate(root, kind)
     ET.indent(root, space="  ")
     return DECLARATION + _text(root) + "\n"
+
+
+def _reset_gate(root: ET.Element, kind: str) -> None:
+    """On update: no authToken, not disabled; on release/rollback jobs no trigger."""
+    for token in root.findall("authToken"):
+        root.remove(token)
+    for disabled in root.findall("disabled"):
+        disabled.text = "false"
+    if kind == "build":
+        return
+    props = root.find("properties")
+    for p in props.findall(TRIGGERS) if props is not None else []:
+        props.remove(p)  # type: ignore[union-attr]
+    legacy = root.find("triggers")
+    if legacy is not None:
+        for child in list(legacy):
+            legacy.remove(child)
+        legacy.text = None
 
 
 def _after(root: ET.Element, tag: str) -> int:

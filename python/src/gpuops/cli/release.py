@@ -34,11 +34,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 _USER_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,99}")
 
 
+#: Jenkins' technical ids (any case): never a person, so never a requester or an approver.
+_TECHNICAL_IDS = frozenset({"anonymous", "system"})
+
+
 def _user_id(value: str) -> str:
     if not _USER_ID.fullmatch(value):
         raise InvalidInput(
             f"{shown(value)} is not a Jenkins user id (letters, digits, '_.@+-', no spaces)"
         )
+    if value.casefold() in _TECHNICAL_IDS:
+        raise InvalidInput(f"{value} is a technical Jenkins id, not a person (four eyes)")
     return value
 
 
@@ -80,12 +86,14 @@ def _who_options(f: F) -> F:
                 "--requested-by",
                 "user",
                 _user_id,
-                "Jenkins user id of who started the release (the build's cause).",
+                "Jenkins user id of who asked for the release (the build's user causes and "
+                "its upstream builds'); repeat it for several. Required with --approved-by.",
             ),
             ("--link", "url", http_url, "A URL recorded with the release, e.g. the CI build."),
         ]
     ):
-        f = click.option(name, type=Text(kind, check), help=text)(f)
+        many = name == "--requested-by"
+        f = click.option(name, type=Text(kind, check), help=text, multiple=many)(f)
     return click.option(
         "--dry-run",
         is_flag=True,
@@ -115,10 +123,18 @@ def _target(environment: str, config: str, cluster: Any) -> Any:
     return Target(config, environment, cluster.kubeconfig, cluster.context)
 
 
-def _who(**kw: Any) -> Any:
+def _who(requested_by: tuple[str, ...] = (), **kw: Any) -> Any:
+    """Who asked and who approved. An approval without a requester is refused (exit 2): four
+    eyes cannot be checked. Several requesters are recorded as one string, "alice, carol"."""
     from gpuops.usecases.releases.model import Who  # noqa: PLC0415
 
-    return Who(**kw)
+    if kw.get("approved_by") and not requested_by:
+        raise InvalidInput(
+            "--approved-by needs --requested-by: four eyes needs to know who asked for this "
+            "release",
+            field="requested_by",
+        )
+    return Who(requested_by=", ".join(dict.fromkeys(requested_by)) or None, **kw)
 
 
 def _released(outcome: uc.Outcome[Any]) -> Shown:

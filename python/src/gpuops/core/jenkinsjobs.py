@@ -13,8 +13,9 @@ the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
   ``ROLLBACK_REASON``.
 
 Jenkins offers a choice's first choice as its default, so no default deploys to production:
-APP_ENV lists the production-like environments last, and a production-like environment's
-rollback job starts ROLLBACK_TO with ``(choose)``, which the CLI refuses.
+APP_ENV always starts with ``(choose)`` (the Jenkinsfile's stage Job refuses it), and a
+production-like environment's rollback job starts ROLLBACK_TO with ``(choose)``, which the
+CLI refuses.
 
 The Jenkinsfile declares no ``parameters {}``: the jobs own them (a Jenkinsfile's
 ``parameters`` would replace the history's choices on its first run).
@@ -141,11 +142,11 @@ def production_like(name: str, releases: ReleaseConfig) -> bool:
 
 
 def release_environments(releases: ReleaseConfig) -> tuple[str, ...]:
-    """APP_ENV's choices: the other environments first, the production-like ones last, so
-    that the default (the first) never deploys to production; ``CHOOSE`` first when every
-    environment is production-like."""
+    """APP_ENV's choices: always ``CHOOSE`` first, so that the default (the first) deploys
+    nowhere (production need not be named so: ``live``, ``prd``); then the environments, the
+    production-like ones last. The Jenkinsfile's stage Job refuses ``CHOOSE``."""
     envs = sorted(releases.environments, key=lambda n: (production_like(n, releases), n))
-    return (CHOOSE, *envs) if production_like(envs[0], releases) else tuple(envs)
+    return (CHOOSE, *envs)
 
 
 def _kind(kind: str) -> Parameter:

@@ -47,8 +47,11 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
     String approver = 'release-manager'
     /** The build's causes as currentBuild.getBuildCauses() gives them ([_class:, userId:] for a
-     *  user); none by default, as for a build a timer started. {@link #startedBy} sets a user. */
-    List<Map> buildCauses = []
+     *  user). By default a user, `developer`, started it (four eyes refuses an approval with no
+     *  requester); {@link #startedBy} sets another, `buildCauses = [...]` a timer or token. */
+    List<Map> buildCauses = [userCause('developer')]
+    /** currentBuild.upstreamBuilds: each upstream build's causes (none by default). */
+    List<List<Map>> upstreamCauses = []
     /** Arguments of every archiveArtifacts / publishHTML / junit call, and every echo. */
     List<Map> archived = []
     List<Map> published = []
@@ -89,12 +92,25 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     /** currentBuild.getBuildCauses(className): the causes of that class (workflow-support's RunWrapper). */
     protected void registerBuildCauses(Map currentBuild) {
         currentBuild.getBuildCauses = { String className -> buildCauses.findAll { it._class == className } }
+        currentBuild.getUpstreamBuilds = { -> upstreamBuilds() }
+    }
+
+    /** The upstream builds as RunWrapper objects: each answers getBuildCauses(className). */
+    protected List upstreamBuilds() {
+        return upstreamCauses.collect { List<Map> causes ->
+            [getBuildCauses: { String className -> causes.findAll { it._class == className } }]
+        }
     }
 
     /** The build was started by this Jenkins user (Build with Parameters): its user cause. */
     void startedBy(String userId) {
-        buildCauses = [[_class: 'hudson.model.Cause$UserIdCause', userId: userId, userName: userId.capitalize(),
-                        shortDescription: "Started by user ${userId.capitalize()}".toString()]]
+        buildCauses = [userCause(userId)]
+    }
+
+    /** A user cause as Jenkins records it for "Build with Parameters". */
+    static Map userCause(String userId) {
+        return [_class: 'hudson.model.Cause$UserIdCause', userId: userId, userName: userId.capitalize(),
+                shortDescription: "Started by user ${userId.capitalize()}".toString()]
     }
 
     /** Calls a library step as a Jenkinsfile would: stepName(config). */

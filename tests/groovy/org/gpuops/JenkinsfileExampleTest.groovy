@@ -81,6 +81,7 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
         shim = installDeclarative(console, { -> copyRepository() })
         approver = 'alice'
         shim.groups.alice = ['release-managers']  // Jenkins' users: alice is a release manager
+        startedBy('bob')  // bob starts every build, alice approves: four eyes needs a requester
         startedAt = System.nanoTime()  // the shim's clock starts now (keepTime)
         // the console as Jenkins shows it, written as it happens: `make demo` follows this file
         File live = new File(story.story_dir as String, 'console.log')

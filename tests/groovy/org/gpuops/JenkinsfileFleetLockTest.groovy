@@ -2,6 +2,7 @@ package org.gpuops
 
 import static org.junit.Assert.assertEquals
 import static org.junit.Assert.assertTrue
+import static org.junit.Assert.fail
 
 import org.junit.Test
 
@@ -25,6 +26,22 @@ class JenkinsfileFleetLockTest extends RecordedJenkinsfileTest {
         assertEquals('one fleet lock (the stage\'s), then the release\'s', [FLEET, LOCK], lockedResources)
         assertEquals(FLEET, FleetLock.name(inventory: './deploy/inventory/production/'))
         assertTrue(echoed.every { !it.contains('on the agent') })
+    }
+
+    @Test
+    void theStagesLockNameCannotBeSpoofedWithACommaOrSpaces() {
+        ['x,gpuops-fleet:inventory:deploy/inventory/production', 'deploy/inventory/production ',
+         'deploy/inventory/prod uction', 'deploy/inventory/production\t'].each { String inventory ->
+            try {
+                FleetLock.name(inventory: inventory)
+                fail("${inventory}: a lock name")
+            } catch (IllegalArgumentException e) {
+                assertTrue(e.message, e.message.startsWith('inventory \'') &&
+                    e.message.contains("must be a path of letters, digits, '.', '_' and '-'") ||
+                    e.message.contains('no control characters'))
+            }
+        }
+        assertEquals('one exact name, never split', [FLEET + ',x'], FleetLock.held(FLEET + ',x'))
     }
 
     @Test

@@ -42,6 +42,24 @@ class JenkinsfileStagesTest extends RecordedJenkinsfileTest {
     }
 
     @Test
+    void aReleaseWithTheEnvironmentNotChosenFailsInTheJobStage() {
+        // APP_ENV's first choice, Jenkins' default, is '(choose)': a default run deploys nothing
+        [[APP_JOB: 'release', APP_IMAGE_TAG: '44', APP_ENV: '(choose)'],
+         [APP_JOB: 'rollback', APP_ENV: '(choose)', ROLLBACK_TO: 'previous']].each { Map params ->
+            calls.clear()
+            shim.stageLog.clear()
+            binding.getVariable('currentBuild').result = null
+            Map built = build(params)
+            assertEquals("${params}", 'FAILURE', built.result)
+            assertTrue(built.error, built.error.startsWith('choose the environment to release to'))
+            assertEquals('nothing ran', [], calls)
+            assertEquals([stage: 'Job', status: 'FAILURE'], shim.stageLog[0])
+            assertTrue(shim.stageLog.tail().every { it.status == 'skipped (earlier failure)' })
+        }
+        assertTrue('no agent was taken', agents.isEmpty())
+    }
+
+    @Test
     void theJobsOfGpuopsJenkinsApplyPassTheJobStage() {
         Map built = release(APP_ENV: 'staging')
         assertEquals(built.error, 'SUCCESS', built.result)

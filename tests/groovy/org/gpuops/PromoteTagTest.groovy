@@ -84,8 +84,8 @@ class PromoteTagTest extends GpuOpsPipelineTest {
 
         runStep('promoteTag', [environment: 'production', tag: '1.4.0'])
 
-        assertEquals([requested_by: 'alice', dry_run: true], calls[0].findAll { it.key in WHO })
-        assertEquals([requested_by: 'alice', approved_by: 'release-manager'], calls[1].findAll { it.key in WHO })
+        assertEquals([requested_by: ['alice'], dry_run: true], calls[0].findAll { it.key in WHO })
+        assertEquals([requested_by: ['alice'], approved_by: 'release-manager'], calls[1].findAll { it.key in WHO })
         assertEquals('GPUOPS_APPROVER', inputs[0].submitterParameter)
         String message = inputs[0].message
         assertTrue(message, message.contains('Requested by alice, who cannot approve it.'))
@@ -113,6 +113,91 @@ class PromoteTagTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void anApproverWhoDiffersOnlyInCaseIsTheRequester() {
+        startedBy('alice')
+        approver = 'ALICE'
+
+        String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+        assertEquals('[promoteTag] ALICE cannot approve what alice requested (four eyes: the requester never ' +
+            'approves; someone else among the approvers must): nothing was changed (gate-refused)', message)
+        assertEquals('only the dry run ran', [true], calls*.dry_run)
+        assertTrue(locks.isEmpty())
+    }
+
+    @Test
+    void everyUserCauseAndEveryUpstreamBuildsUserIsARequester() {
+        // queued identical requests merge into one build with several user causes; a release
+        // started by `build job:` carries its upstream build's user
+        startedBy('alice')
+        buildCauses << [_class: 'hudson.model.Cause$UserIdCause', userId: 'carol']
+        upstreamCauses = [[[_class: 'hudson.model.Cause$UserIdCause', userId: 'dave']]]
+        ['carol', 'Dave'].each { String self ->
+            calls.clear()
+            approver = self
+
+            String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+            assertTrue(message, message.startsWith("[promoteTag] ${self} cannot approve what ${self.toLowerCase()} " +
+                'requested (four eyes'))
+            assertEquals([requested_by: ['alice', 'carol', 'dave'], dry_run: true], calls[0].findAll { it.key in WHO })
+            assertEquals('only the dry run ran', 1, calls.size())
+        }
+        assertTrue(locks.isEmpty())
+    }
+
+    @Test
+    void anUpstreamUserAloneIsTheRequester() {
+        buildCauses = [[_class: 'org.jenkinsci.plugins.workflow.support.steps.build.BuildUpstreamCause',
+                        shortDescription: 'Started by upstream project ai/nightly']]
+        upstreamCauses = [[[_class: 'hudson.model.Cause$UserIdCause', userId: 'alice']]]
+        approver = 'alice'
+
+        String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+        assertTrue(message, message.startsWith('[promoteTag] alice cannot approve what alice requested'))
+        assertTrue(locks.isEmpty())
+    }
+
+    @Test
+    void anApprovalWithNoRequesterIsRefusedBeforeAnyoneIsAsked() {
+        ['hudson.triggers.TimerTrigger$TimerTriggerCause', 'hudson.model.Cause$RemoteCause'].each { String cause ->
+            calls.clear()
+            buildCauses = [[_class: cause, shortDescription: 'Started by a timer or a token']]
+
+            String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+            assertTrue(message, message.startsWith('[promoteTag] four eyes needs to know who asked for this ' +
+                'release: start it as a user'))
+            assertTrue(message, message.endsWith('nothing was changed (gate-refused)'))
+            assertEquals('only the dry run ran', [true], calls*.dry_run)
+            assertTrue(inputs.isEmpty() && locks.isEmpty())
+        }
+        assertJobStatusFailure()
+    }
+
+    @Test
+    void technicalIdsNeitherApproveNorRequest() {
+        ['anonymous', 'SYSTEM', 'system', 'Anonymous'].each { String id ->
+            calls.clear()
+            startedBy('alice')
+            approver = id
+
+            String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+            String expected = "[promoteTag] ${id} is a technical id, not a person: it cannot approve (four eyes): " +
+                'nothing was changed (gate-refused)'
+            assertEquals(expected, message)
+            assertEquals('only the dry run ran', [true], calls*.dry_run)
+        }
+        startedBy('SYSTEM')
+        approver = 'bob'
+        String message = runStepExpectingError('promoteTag', [environment: 'production', tag: '1.4.0'])
+        assertTrue(message, message.startsWith('[promoteTag] four eyes needs to know who asked'))
+        assertTrue(locks.isEmpty())
+    }
+
+    @Test
     void theCliRefusingTheRequestersApprovalFailsTheStep() {
         // the CLI's own check (exit 3 naming both), should a requester's approval reach it
         startedBy('alice')
@@ -124,7 +209,7 @@ class PromoteTagTest extends GpuOpsPipelineTest {
             calls.add(params)
             files.put(call.env.GPUOPS_ERROR_FILE, JsonOutput.toJson([ok: false, command: 'release promote',
                 error: [message: "production: ${params.approved_by} cannot approve a release that " +
-                    "${params.requested_by} requested (four eyes: the requester never approves)",
+                    "${params.requested_by.join(', ')} requested (four eyes: the requester never approves)",
                         category: 'gate-refused', exit_code: 3], result: [state: 'refused']]))
             return 3
         }
@@ -134,7 +219,7 @@ class PromoteTagTest extends GpuOpsPipelineTest {
 
         assertTrue(message, message.startsWith('[promoteTag] production: bob cannot approve a release that alice ' +
             'requested (four eyes: the requester never approves)'))
-        assertEquals([requested_by: 'alice', approved_by: 'bob'], calls[1].findAll { it.key in WHO })
+        assertEquals([requested_by: ['alice'], approved_by: 'bob'], calls[1].findAll { it.key in WHO })
     }
 
     @Test
@@ -143,7 +228,7 @@ class PromoteTagTest extends GpuOpsPipelineTest {
         startedBy('alice')
 
         runStep('promoteTag', [environment: 'staging', tag: '1.4.0'])
-        assertEquals([requested_by: 'alice'], calls[1].findAll { it.key in WHO })
+        assertEquals([requested_by: ['alice']], calls[1].findAll { it.key in WHO })
 
         calls.clear()
         buildCauses = [[_class: 'hudson.triggers.TimerTrigger$TimerTriggerCause', shortDescription: 'Started by timer']]

@@ -74,6 +74,11 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
             ([inventory: 'deploy/../../x'])           : "inventory deploy/../../x leaves the repository ('..')",
             ([inventory: './'])                       : 'names the repository itself, not an inventory',
             ([inventory: 'inv', fleet: 'Prod Fleet']) : 'fleet must be a name (lower-case letters',
+            ([inventory: 'x,gpuops-fleet:inventory:deploy/inventory/production']):
+                "inventory 'x\\u002cgpuops-fleet\\u003ainventory\\u003adeploy/inventory/production' must be a path " +
+                "of letters, digits, '.', '_' and '-', parts separated by '/' (no spaces, no ',', no ':')",
+            ([inventory: 'deploy/inventory/production ']): "inventory 'deploy/inventory/production\\u0020' must be",
+            ([inventory: 'deploy/my inventory'])       : "inventory 'deploy/my\\u0020inventory' must be",
         ]
         cases.each { Map config, String expected ->
             String message = runStepExpectingError('updateGpuNodes', config)
@@ -111,6 +116,21 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
             'inventory is gpuops-fleet:inventory:deploy/inventory/production: lock the fleet the step changes ' +
             '(org.gpuops.FleetLock.name with the same inventory or fleet) (invalid-input)', message)
         assertTrue(commandCalls().isEmpty())
+    }
+
+    @Test
+    void aResourceNameWithACommaIsNotTakenForTheFleetsLock() {
+        cliSucceeds(WORDS, DONE)
+        String spoof = 'x,gpuops-fleet:inventory:deploy/inventory/production'
+        String message = null
+        pipeline.invokeMethod('lock', [[resource: spoof, variable: 'GPUOPS_FLEET_LOCK'], {
+            message = runStepExpectingError('updateGpuNodes', [inventory: 'deploy/inventory/production'])
+        }] as Object[])
+
+        assertEquals("[updateGpuNodes] this build holds ${spoof}, but the inventory is ".toString() +
+            'gpuops-fleet:inventory:deploy/inventory/production: lock the fleet the step changes ' +
+            '(org.gpuops.FleetLock.name with the same inventory or fleet) (invalid-input)', message)
+        assertTrue('nothing ran, no second lock', commandCalls().isEmpty() && lockedResources == [spoof])
     }
 
     @Test

@@ -1,8 +1,9 @@
 """Four eyes (S-27): whoever asked for a release cannot also approve it.
 
 Jenkins compares user ids without regard to case by default (its ``IdStrategy``), so
-``Alice`` and ``alice`` are one person here too. Without a requester (a build started by a
-timer or an upstream job) there is nobody to compare with: the approval stands alone."""
+``Alice`` and ``alice`` are one person here too. ``requested_by`` may name several users
+("alice, carol": a build's user causes and its upstream builds'); the approver may be none of
+them. The CLI refuses an approval without a requester."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ def same_person(a: str, b: str) -> bool:
 
 def four_eyes_refusal(env_name: str, who: Who) -> GateRefused | None:
     """The refusal when the approver is the requester; None when the approval may stand."""
-    if who.approved_by and who.requested_by and same_person(who.approved_by, who.requested_by):
+    requesters = [r for r in (who.requested_by or "").split(",") if r.strip()]
+    same = [r.strip() for r in requesters if who.approved_by and same_person(who.approved_by, r)]
+    if same:
         return GateRefused(
-            f"{env_name}: {who.approved_by} cannot approve a release that {who.requested_by} "
+            f"{env_name}: {who.approved_by} cannot approve a release that {same[0]} "
             "requested (four eyes: the requester never approves)",
             hint="someone else among the approvers must approve it",
             field="approved_by",

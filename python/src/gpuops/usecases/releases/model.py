@@ -97,7 +97,7 @@ class ApprovalDocument(TypedDict):
     approvers: list[str]
     timeout_minutes: int
     approved_by: str | None
-    requested_by: str | None  # who started it (the build's user); never the approver
+    requested_by: str | None  # who asked ("alice" or "alice, carol"); never the approver
 
 
 class LockDocument(TypedDict):
