@@ -10,8 +10,8 @@ import org.junit.Before
 import org.junit.Test
 
 /**
- * The planted offenders (tests/groovy/cps-offenders: a src/-like class, a vars/-like step, a
- * Jenkinsfile) fail under the CPS harness, each with its reason. Run without CPS (plain
+ * The planted offenders (tests/groovy/cps-offenders: a src/-like class, vars/-like steps,
+ * Jenkinsfiles) fail under the CPS harness, each with its reason. Run without CPS (plain
  * JenkinsPipelineUnit, as every other test here) the same code passes: that is what the
  * harness is for.
  */
@@ -56,6 +56,37 @@ class CpsOffendersTest extends GpuOpsPipelineTest {
         assertTrue(message, message.startsWith("program state not serializable at step 'echo' (heldMatcher.call("))
         assertTrue(message, message.contains('java.io.NotSerializableException: java.util.regex.Matcher'))
         assertTrue(message, message.contains('is a java.util.regex.Matcher'))
+    }
+
+    @Test
+    void aVarsStepHoldingAMatcherInAnAtFieldAcrossAStepCannotBeSaved() {
+        String message = violation { pipeline.invokeMethod('fieldMatcher', ['from build-42'] as Object[]) }
+
+        assertTrue(message, message.startsWith("program state not serializable at step 'echo' (fieldMatcher.call("))
+        assertTrue(message, message.contains('java.io.NotSerializableException: java.util.regex.Matcher'))
+        // assigned in CPS code, the @Field goes through Script.setProperty into the binding
+        assertTrue(message, message.contains("binding variable 'held' is a java.util.regex.Matcher"))
+    }
+
+    @Test
+    void aVarsStepHoldingAMatcherInItsOwnAtFieldAcrossAStepCannotBeSaved() {
+        String message = violation { pipeline.invokeMethod('fieldMatcherNonCps', ['from build-42'] as Object[]) }
+
+        assertTrue(message, message.startsWith(
+            "program state not serializable at step 'echo' (fieldMatcherNonCps.call("))
+        assertTrue(message, message.contains('java.io.NotSerializableException: java.util.regex.Matcher'))
+        assertTrue(message, message.contains('@Field kept of script fieldMatcherNonCps is a java.util.regex.Matcher'))
+    }
+
+    @Test
+    void aJenkinsfileHoldingAMatcherInItsBindingAcrossAStepCannotBeSaved() {
+        installDeclarative([])
+
+        String message = violation { runScript('tests/groovy/cps-offenders/Jenkinsfile.bindingMatcher') }
+
+        assertTrue(message, message.startsWith("program state not serializable at step 'echo' ("))
+        assertTrue(message, message.contains('java.io.NotSerializableException: java.util.regex.Matcher'))
+        assertTrue(message, message.contains("binding variable 'm' is a java.util.regex.Matcher"))
     }
 
     @Test
