@@ -15,7 +15,6 @@ can be pulled, so:
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,20 +22,9 @@ import tempfile
 from pathlib import Path
 
 from gpuops.errors import GpuOpsError
-from gpuops_lab import Lab, LabConfig, builder, default_cache_dir, pythonbase
+from gpuops_lab import Lab, LabConfig, builder, default_cache_dir, podmanstandin, pythonbase
 
-HOST_BINARIES = ("/usr/bin/podman", "/usr/bin/conmon", "/usr/sbin/runc")
 BUSYBOX = "/bin/busybox"
-#: The lab's Podman settings (docs/LAB.md) for the Podman inside the stand-in.
-CONTAINERS_CONF = (
-    "[containers]\n"
-    'netns = "host"\n'
-    'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
-    "[engine]\n"
-    'runtime = "runc"\n'
-    'cgroup_manager = "cgroupfs"\n'
-    'events_logger = "file"\n'
-)
 
 
 def agent_base() -> int:
@@ -58,23 +46,12 @@ def agent_base() -> int:
     return 0
 
 
-def shared_libraries(binary: str) -> set[str]:
-    out = subprocess.run(
-        ["ldd", binary], capture_output=True, text=True, check=True, timeout=30
-    ).stdout
-    libs = set(re.findall(r"=> (/\S+)", out))
-    libs.update(re.findall(r"^\s*(/lib\S*ld-linux\S*)", out, re.MULTILINE))
-    return libs
-
-
 def builder_context(dest: Path) -> int:
-    missing = [b for b in (*HOST_BINARIES, BUSYBOX) if not Path(b).is_file()]
+    missing = [b for b in (*podmanstandin.HOST_BINARIES, BUSYBOX) if not Path(b).is_file()]
     if missing:
         print(f"release: the builder's stand-in base needs {', '.join(missing)}", file=sys.stderr)
         return 1
-    files = set(HOST_BINARIES)
-    for binary in HOST_BINARIES:
-        files |= shared_libraries(binary)
+    files = podmanstandin.host_files()
     rootfs = dest / "rootfs"
     for path in sorted({*files, BUSYBOX}):
         target = rootfs / path.lstrip("/")
@@ -90,7 +67,7 @@ def builder_context(dest: Path) -> int:
             link.symlink_to(BUSYBOX)
     etc = rootfs / "etc"
     (etc / "containers").mkdir(parents=True, exist_ok=True)
-    (etc / "containers" / "containers.conf").write_text(CONTAINERS_CONF)
+    (etc / "containers" / "containers.conf").write_text(podmanstandin.CONTAINERS_CONF)
     (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (etc / "group").write_text("root:x:0:\n")
     for name, mode in (("tmp", 0o1777), ("root", 0o700), ("run", 0o755)):

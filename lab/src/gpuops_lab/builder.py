@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import OperationFailed
-from gpuops_lab import baseimage, proc
+from gpuops_lab import baseimage, podmanstandin, proc
 
 if TYPE_CHECKING:
     from gpuops_lab import Lab
@@ -86,14 +86,7 @@ def _write_config(lab: Lab, reg: dict[str, Any]) -> None:
         f"insecure = {insecure}\n"
     )
     (conf / "containers.conf").write_text(
-        "[containers]\n"
-        'netns = "host"\n'
-        'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
-        "[engine]\n"
-        'runtime = "runc"\n'
-        'cgroup_manager = "cgroupfs"\n'
-        'events_logger = "file"\n'
-        f"tmp_dir = {_toml(str(base / 'tmp'))}\n"
+        podmanstandin.CONTAINERS_CONF + f"tmp_dir = {_toml(str(base / 'tmp'))}\n"
         f"volume_path = {_toml(str(base / 'volumes'))}\n"
     )
     (conf / "auth.json").write_text('{"auths": {}}\n')

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import tarfile
 import time
 import uuid
@@ -33,6 +32,8 @@ import yaml
 from integration.conftest_kube import KubeLab, wait_until
 from integration.conftest_registry import RegistryLab
 from kubernetes import client
+
+from gpuops_lab import podmanstandin
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(120)]
 
@@ -215,35 +216,9 @@ def test_pod_security_the_builder_needs_privileged_the_agents_meet_restricted(
 
 
 # -- the builder image, built and its API service started --------------------------------------
-#: What the stand-in base takes from this machine (Debian's podman 4.3, conmon, runc).
-HOST_BINARIES = ("/usr/bin/podman", "/usr/bin/conmon", "/usr/sbin/runc")
-#: The lab's Podman settings (LAB.md) for the Podman inside the stand-in: runc, cgroupfs, host
-#: network, no rlimit raise.
-STANDIN_CONTAINERS_CONF = (
-    "[containers]\n"
-    'netns = "host"\n'
-    'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
-    "[engine]\n"
-    'runtime = "runc"\n'
-    'cgroup_manager = "cgroupfs"\n'
-    'events_logger = "file"\n'
-)
-
-
-def shared_libraries(binary: str) -> set[str]:
-    out = subprocess.run(
-        ["ldd", binary], capture_output=True, text=True, check=True, timeout=30
-    ).stdout
-    libs = set(re.findall(r"=> (/\S+)", out))
-    libs.update(re.findall(r"^\s*(/lib\S*ld-linux\S*)", out, re.MULTILINE))
-    return libs
-
-
 def standin_context(base: str) -> io.BytesIO:
     """FROM the lab's busybox base + the host's podman, conmon, runc and their libraries."""
-    files = set(HOST_BINARIES)
-    for binary in HOST_BINARIES:
-        files |= shared_libraries(binary)
+    files = podmanstandin.host_files()
     dockerfile = (
         f"FROM {base}\n"
         "COPY rootfs/ /\n"
@@ -258,7 +233,7 @@ def standin_context(base: str) -> io.BytesIO:
             tar.addfile(info, io.BytesIO(data))
 
         add_bytes("Dockerfile", dockerfile.encode())
-        add_bytes("rootfs/etc/containers/containers.conf", STANDIN_CONTAINERS_CONF.encode())
+        add_bytes("rootfs/etc/containers/containers.conf", podmanstandin.CONTAINERS_CONF.encode())
         for path in sorted(files):
             tar.add(os.path.realpath(path), f"rootfs{path}")  # the file a symlink names
     buf.seek(0)
