@@ -15,7 +15,8 @@ Layout under ``<lab dir>/fleet``::
                                 GPU state); likewise bin/ (/usr/bin), sbin/, src/, home/, root/
     hosts/<name>/log/           its /var/log
     hosts/<name>/work/          overlay work dirs
-    repo/                       the driver repository (NVIDIA-Linux-x86_64-<v>.run)
+    repo/                       the driver repository (NVIDIA-Linux-x86_64-<v>.run and the
+                                lab's fabricmanager-linux-x86_64-<v>-archive.tar.xz)
     cp/                         ssh ControlPersist sockets
 
 Lower layers are written before any host starts and never change while mounted; each host's
@@ -34,7 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gpuops import content
-from gpuops_lab import gpus, hostscripts, installer, nvsmi
+from gpuops_lab import dcgmi, gpus, hostscripts, installer, nvsmi, stack
 from gpuops_lab.netns import Link
 from gpuops_lab.spec import GpuHost
 
@@ -61,7 +62,7 @@ LogLevel INFO
 """
 
 #: a host's overlay upper dirs (boot.sh mounts them)
-OVERLAYS = ("etc", "bin", "sbin", "src", "home", "root")
+OVERLAYS = ("etc", "bin", "sbin", "src", "home", "root", "share")
 
 PROFILE = "# lab host: a clean root profile (no pyenv), as a real GPU node has\n"
 
@@ -103,6 +104,11 @@ def nvidia_smi_script() -> str:
     return "#!/usr/bin/python3 -IS\n" + Path(nvsmi.__file__).read_text()
 
 
+def dcgmi_script() -> str:
+    """The lab's stand-in for DCGM's ``dcgmi`` (:mod:`gpuops_lab.dcgmi`)."""
+    return "#!/usr/bin/python3 -IS\n" + Path(dcgmi.__file__).read_text()
+
+
 def shared_tree(sdir: Path, hosts: list[tuple[GpuHost, Link]], authorized: str) -> None:
     """Lower layers shared by every host; written before any host starts."""
     etc_hosts = "127.0.0.1\tlocalhost\n" + "".join(f"{link.ip}\t{h.name}\n" for h, link in hosts)
@@ -113,10 +119,16 @@ def shared_tree(sdir: Path, hosts: list[tuple[GpuHost, Link]], authorized: str) 
     for name in (".bashrc", ".profile"):
         write(root / name, PROFILE)
     bin_dir = sdir / "bin"
+    (sdir / "share").mkdir(parents=True, exist_ok=True)  # lower layer of /usr/share
     write(bin_dir / "nvidia-smi", nvidia_smi_script(), 0o755)
+    write(bin_dir / "dcgmi", dcgmi_script(), 0o755)
     write(bin_dir / "lsmod", hostscripts.LSMOD, 0o755)
     write(bin_dir / "dmesg", hostscripts.DMESG, 0o755)
     write(bin_dir / "dkms", hostscripts.DKMS, 0o755)
+    # lab stand-ins: systemd's systemctl for the Fabric Manager unit, and the package manager
+    # installing the container toolkit (gpuops_lab.systemctl, gpuops_lab.stack)
+    write(bin_dir / "systemctl", stack.systemctl_program(), 0o755)
+    write(sdir / "sbin" / "lab-install-container-toolkit", stack.toolkit_installer(), 0o755)
     for tool in ("update-initramfs", "dracut"):
         write(bin_dir / tool, hostscripts.INITRAMFS.format(name=tool), 0o755)
     for tool in ("shutdown", "reboot", "poweroff"):
@@ -137,8 +149,29 @@ def host_tree(hdir: Path, host: GpuHost) -> str:
     write(etc / "ssh" / "ssh_host_ed25519_key.pub", public)
     write(etc / "nvidia-lab" / "gpus.json", json.dumps(gpus.host_state(host), indent=1))
     write(etc / "nvidia-lab" / "loaded-modules", gpus.loaded_modules(host.driver))
+    installed_stack(hdir, host)
     write(hdir / "log" / "lastlog", b"")  # sshd records logins there, as on a real node
     return public.strip()
+
+
+def nvswitch(host: GpuHost) -> bool:
+    """Whether the host's GPUs sit on an NVSwitch baseboard (HGX A100/H800: NVLink, SXM), so
+    it runs NVIDIA Fabric Manager; PCIe cards (L40S) have none."""
+    return gpus.MODELS[host.model].nvlinks > 0
+
+
+def installed_stack(hdir: Path, host: GpuHost) -> None:
+    """What a host runs beside its driver when the lab starts: Fabric Manager at the driver's
+    version, its unit enabled (started at boot) on NVSwitch hosts, and the container toolkit."""
+    if nvswitch(host) and host.driver:
+        write(hdir / "bin" / "nv-fabricmanager", stack.fabricmanager_program(host.driver), 0o755)
+        unit = hdir / "etc" / "systemd" / "system" / stack.FM_UNIT
+        write(unit, stack.FM_SERVICE)
+        wants = hdir / "etc" / "systemd" / "system" / "multi-user.target.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        (wants / stack.FM_UNIT).symlink_to(f"/etc/systemd/system/{stack.FM_UNIT}")
+        write(hdir / "share" / "nvidia" / "nvswitch" / "fabricmanager.cfg", stack.FM_CFG)
+    write(hdir / "bin" / "nvidia-ctk", stack.nvidia_ctk(stack.TOOLKIT_VERSION), 0o755)
 
 
 def known_hosts(hosts: list[tuple[GpuHost, Link]], keys: dict[str, str]) -> str:
@@ -276,4 +309,7 @@ def driver_repo(repo: Path, versions: list[str]) -> list[str]:
         name = f"NVIDIA-Linux-x86_64-{version}.run"
         write(repo / name, installer.driver_run(version), 0o755)
         names.append(name)
+        fm = stack.fabricmanager_file(version)
+        write(repo / fm, stack.fabricmanager_archive(version))
+        names.append(fm)
     return names

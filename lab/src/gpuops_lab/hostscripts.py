@@ -87,6 +87,7 @@ ovl "$S/etc:/etc" etc /etc
 ovl "$S/bin:/usr/bin" bin /usr/bin
 ovl "$S/sbin:/usr/sbin" sbin /usr/sbin
 ovl "$S/src:/usr/src" src /usr/src
+ovl "$S/share:/usr/share" share /usr/share
 ovl /home home /home
 mount -t tmpfs -o mode=0755,size=16m tmpfs /run
 mkdir /run/sshd
@@ -131,6 +132,11 @@ echo "$BOOT_ID" > /proc/sys/kernel/random/boot_id
 for f in /etc/sysctl.d/*.conf /etc/sysctl.conf; do
   [ -f "$f" ] && /usr/sbin/sysctl -q -e -p "$f" >/dev/null 2>&1 || true
 done
+# enabled units start at boot (the lab's systemctl stand-in; Fabric Manager refuses a driver
+# at another version, as the real one does)
+if [ -L /etc/systemd/system/multi-user.target.wants/nvidia-fabricmanager.service ]; then
+  /usr/bin/systemctl start nvidia-fabricmanager >/dev/null 2>&1 || true
+fi
 exec /usr/sbin/sshd -D -e
 """
 )

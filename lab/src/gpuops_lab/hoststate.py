@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuops.errors import InvalidInput
-from gpuops_lab import fleet, gpus
+from gpuops_lab import dcgmi, fleet, fleetfiles, gpus, stack
 
 if TYPE_CHECKING:
     from gpuops_lab import Lab
@@ -148,3 +148,116 @@ def set_reboot_pending(lab: Lab, name: str, installed: str) -> None:
     loaded = gpu_state(lab, name)["driver"]
     set_gpu_state(lab, name, driver=installed)
     _write(host_path(lab, name, "/etc/nvidia-lab/module-version"), f"{loaded}\n")
+
+
+def set_fabricmanager(
+    lab: Lab,
+    name: str,
+    *,
+    installed: str | None = None,
+    running: bool | None = None,
+    start_error: bool | None = None,
+) -> None:
+    """Fabric Manager faults of a running host: ``installed="535.161.08"`` puts that version's
+    ``nv-fabricmanager`` in place (the unit keeps running what it started with until a
+    restart), ``start_error=True`` makes every later start fail (as an NVSwitch initialisation
+    failure does; False: starts succeed again), ``running=False``/``True`` stops/starts the
+    unit through the host's (lab) ``systemctl``."""
+    if fleet.init_pid(lab, name) is None:
+        raise InvalidInput(f"lab host {name} is down: Fabric Manager faults need a running host")
+    if installed is not None:
+        _write(
+            host_path(lab, name, "/usr/bin/nv-fabricmanager"),
+            stack.fabricmanager_program(installed),
+        )
+        host_path(lab, name, "/usr/bin/nv-fabricmanager").chmod(0o755)
+    if start_error is not None:
+        _write(
+            host_path(lab, name, "/etc/nvidia-lab/fabricmanager.json"),
+            json.dumps({"start_error": start_error}),
+        )
+    if running is not None:
+        verb = "start" if running else "stop"
+        done = fleet.ssh(lab, name, f"systemctl {verb} nvidia-fabricmanager")
+        if running and done.returncode != 0:
+            raise InvalidInput(
+                f"lab host {name}: Fabric Manager did not start: {done.stderr.strip()}"
+            )
+
+
+def fabricmanager(lab: Lab, name: str) -> dict[str, str]:
+    """What the host's Fabric Manager unit shows (``ActiveState``, ``ExecMainPID``...) and the
+    installed ``nv-fabricmanager --version`` line, read on the host as an operator would."""
+    shown = fleet.ssh(
+        lab, name, "systemctl show -p ActiveState -p SubState -p ExecMainPID nvidia-fabricmanager"
+    )
+    out = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+    out["version"] = fleet.ssh(lab, name, "nv-fabricmanager --version").stdout.strip()
+    return out
+
+
+def container_toolkit(lab: Lab, name: str) -> str:
+    """The host's ``nvidia-ctk --version`` first line ("" none)."""
+    done = fleet.ssh(lab, name, "nvidia-ctk --version")
+    return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else ""
+
+
+def set_dcgm(
+    lab: Lab,
+    name: str,
+    *,
+    version: Any = _KEEP,
+    failing: dict[int, list[str]] | None = None,
+    installed: bool | None = None,
+) -> None:
+    """The host's DCGM for the lab's ``dcgmi``: ``version="4.1.1"`` (None: the model's
+    default, gpuops_lab.dcgmi.DEFAULT_VERSIONS), ``failing={3: ["memory"]}`` (these tests
+    fail on GPU 3; ``{}``: none fail; names are dcgmi.FAILURES' keys), ``installed=False``
+    removes ``/usr/bin/dcgmi`` from this host (True puts it back). Unknown tests or GPUs are
+    refused, so a typo cannot pass as a healthy host."""
+    state = gpu_state(lab, name)
+    conf = dict(state.get("dcgm") or {})
+    if version is None:
+        conf.pop("version", None)
+    elif version is not _KEEP:
+        if not isinstance(version, str) or version[:2] not in ("3.", "4."):
+            raise InvalidInput(f"lab dcgmi models DCGM 3.x and 4.x, not {version!r}")
+        conf["version"] = version
+    if failing is not None:
+        count = len(state["gpus"])
+        for gpu, tests in failing.items():
+            if not 0 <= int(gpu) < count:
+                raise InvalidInput(f"lab host {name} has no GPU {gpu}")
+            unknown = sorted(set(tests) - set(dcgmi.FAILURES))
+            if unknown:
+                raise InvalidInput(
+                    f"unknown DCGM test(s) {unknown}; known: {sorted(dcgmi.FAILURES)}"
+                )
+        conf["failing"] = {str(int(g)): list(t) for g, t in failing.items() if t}
+    if installed is not None:
+        if fleet.init_pid(lab, name) is None:
+            raise InvalidInput(f"lab host {name} is down: DCGM is installed on a running host")
+        program = host_path(lab, name, "/usr/bin/dcgmi")
+        if installed and not program.exists():
+            program.write_text(fleetfiles.dcgmi_script())
+            program.chmod(0o755)
+        elif not installed:
+            program.unlink(missing_ok=True)  # a whiteout in the host's own /usr/bin layer
+        conf["installed"] = installed
+    state["dcgm"] = conf
+    _write(host_path(lab, name, "/etc/nvidia-lab/gpus.json"), json.dumps(state, indent=1))
+
+
+def restore_stack(lab: Lab, name: str, driver: str) -> None:
+    """The GPU stack beside ``driver`` back as the lab starts a running host: on an NVSwitch
+    host Fabric Manager at ``driver``, no start fault, restarted; the container toolkit at the
+    lab's version. Call after :func:`set_gpu_state` has loaded ``driver``."""
+    host = next(h for h in fleet.hosts(lab) if h.name == name)
+    ctk = host_path(lab, name, "/usr/bin/nvidia-ctk")
+    _write(ctk, stack.nvidia_ctk(stack.TOOLKIT_VERSION))
+    ctk.chmod(0o755)
+    if gpus.MODELS[host.model].nvlinks > 0:
+        set_fabricmanager(lab, name, installed=driver, start_error=False)
+        done = fleet.ssh(lab, name, "systemctl restart nvidia-fabricmanager")
+        if done.returncode != 0:
+            raise InvalidInput(f"lab host {name}: Fabric Manager did not restart: {done.stderr}")

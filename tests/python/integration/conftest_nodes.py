@@ -126,6 +126,10 @@ class NodesLab:
                 install_error=None,
                 install_delay_s=0,
             )
+            # Fabric Manager and the container toolkit back with the driver (A2's hook)
+            hoststate.restore_stack(self.lab, h["name"], DEFAULT_DRIVERS[h["group"]])
+            # DCGM as the lab models it by default: installed, its default version, all pass
+            hoststate.set_dcgm(self.lab, h["name"], version=None, failing={}, installed=True)
             self.fleet.ssh(h["name"], "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")
             self.kube.core.patch_node(
                 h["name"],

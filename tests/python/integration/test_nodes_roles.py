@@ -1,7 +1,7 @@
 """The node_init and nvidia_driver roles (playbooks/update_gpu_nodes.yml) on the lab fleet, for
 real: each host's own /etc, kernel parameters and driver; the reboot-pending path with a
 reboot inside the host's namespaces; prerequisites failing clearly; a second run changing
-nothing (S-28)."""
+nothing (S-28); the GPU validation after the driver (the lab's dcgmi) and driver pins."""
 
 from __future__ import annotations
 
@@ -120,8 +120,18 @@ def test_driver_upgrade_with_the_reboot_pending_path(fleet_lab: FleetLab) -> Non
         # policy: reboot -> the pending driver is loaded by a reboot, then verified (S-15)
         boot = hoststate.boot_id(fleet_lab.lab, host)
         recap, out = play(fleet_lab, host, update_gpu_nodes_roles=["nvidia_driver"], **want)
-        # one change, the reboot: the installer (changed_when: true) did not run again
-        assert (recap["failed"], recap["changed"]) == (0, 1), out
+        # the reboot, then Fabric Manager moving to the driver's version (an HGX host); the
+        # installer (changed_when: true) did not run again
+        assert (recap["failed"], recap["changed"]) == (0, 5), out
+        changed = re.findall(r"TASK \[nvidia_driver : ([^\]]+)\] \**\nchanged: ", out)
+        assert changed == [
+            "Reboot to load the new driver",
+            "Download Fabric Manager from the local repository",
+            "Unpack and install Fabric Manager's files",
+            "Reload systemd's units",
+            "Restart Fabric Manager after the driver",
+        ], out
+        assert hoststate.fabricmanager(fleet_lab.lab, host)["version"].endswith(": 570.133.20")
         assert hoststate.boot_id(fleet_lab.lab, host) != boot
         header = on(fleet_lab, host, "nvidia-smi").splitlines()[2]
         assert "Driver Version: 570.133.20     CUDA Version: 12.8" in header
@@ -130,6 +140,7 @@ def test_driver_upgrade_with_the_reboot_pending_path(fleet_lab: FleetLab) -> Non
         assert (again["changed"], again["failed"]) == (0, 0), out
     finally:
         hoststate.set_gpu_state(fleet_lab.lab, host, driver="550.90.07")
+        hoststate.restore_stack(fleet_lab.lab, host, "550.90.07")
         fleet_lab.ssh(host, "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")
 
 
@@ -153,6 +164,24 @@ def test_missing_kernel_headers_fail_before_the_installer(fleet_lab: FleetLab) -
         assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed  # never ran
     finally:
         hoststate.set_gpu_state(fleet_lab.lab, host, kernel_headers=True)
+
+
+def test_missing_build_tools_are_all_named_before_the_installer(fleet_lab: FleetLab) -> None:
+    """One command looks for the headers and every build tool: each tool not on the node's
+    PATH is named, in order, the ones present are not, and the installer never runs."""
+    host = fleet_lab.host("gpu_a100", 1)
+    installed = hoststate.gpu_state(fleet_lab.lab, host)["install"]
+    recap, out = play(
+        fleet_lab,
+        host,
+        update_gpu_nodes_roles=["nvidia_driver"],
+        gpu_nodes_driver_version="550.90.07",
+        nvidia_driver_required_tools=["gcc", "gpuops-no-such-tool", "make", "gpuops-no-cc"],
+    )
+    assert recap["failed"] == 1, out
+    text = " ".join(out.split())
+    assert f"prerequisite missing on {host}: gpuops-no-such-tool, gpuops-no-cc not found" in text
+    assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed  # never ran
 
 
 def test_nouveau_is_blacklisted_and_rebooted_away_before_the_install(
@@ -225,3 +254,59 @@ def test_missing_driver_checksum_fails_the_role_before_any_change(fleet_lab: Fle
     assert (recap["failed"], recap["changed"]) == (1, 0), out
     assert f"no sha256 for driver 570.133.20 on {host}" in " ".join(out.split()), out
     assert hoststate.gpu_state(fleet_lab.lab, host)["install"] == installed
+
+
+def task_block(out: str, task: str) -> str:
+    """What ansible-playbook printed under ``TASK [task]``, up to the next task or the recap."""
+    start = out.index(f"TASK [{task}]")
+    ends = [i for i in (out.find("\nTASK [", start + 1), out.find("\nPLAY RECAP", start)) if i > 0]
+    return out[start : min(ends)]
+
+
+def test_a_gpu_failing_dcgm_diag_fails_the_host_at_validate_the_gpus(fleet_lab: FleetLab) -> None:
+    """The lab's dcgmi (a stand-in for DCGM's, printing the JSON DCGM 3.3.9 prints, the layout
+    with ``gpu_id``) reports the memory test failing on GPU 3: the host fails at `Validate the
+    GPUs`, naming test and GPU. The memory test runs from level 2 on: its failure shows the
+    group's level reached dcgmi. (A passing host, DCGM 4.1.1's layout: the pin test below.)"""
+    host = fleet_lab.host("gpu_a100", 0)
+    hoststate.set_dcgm(fleet_lab.lab, host, failing={3: ["memory"]})
+    try:
+        recap, out = play(
+            fleet_lab, host, update_gpu_nodes_roles=["nvidia_driver"], gpu_nodes_validation_level=2
+        )
+        assert recap["failed"] == 1, out
+        failed = " ".join(task_block(out, "nvidia_driver : Validate the GPUs").split())
+        assert f"fatal: [{host}]: FAILED!" in failed, out
+        assert (
+            f'"msg": "validation failed on {host}: dcgmi diag -r 2 (DCGM 3.3.9): GPU Memory on '
+            'GPU 3: Found 4 faulty memory elements on GPU 3"'
+        ) in failed, out
+    finally:
+        hoststate.set_dcgm(fleet_lab.lab, host, failing={})
+
+
+def test_a_pinned_host_installs_the_pinned_driver_and_passes_validation(
+    fleet_lab: FleetLab,
+) -> None:
+    """gpuops_driver_pins (what gpuops sets for a rollback) makes one host's driver and CUDA
+    version differ from its group's; the repository's .run is checked against the sha256 the
+    group gives for the pinned version. The healthy host then passes `Validate the GPUs` (the
+    lab's dcgmi prints DCGM 4.1.1's layout here)."""
+    host = fleet_lab.host("gpu_l40s", 0)  # its group wants 550.90.07 / CUDA 12.4
+    hoststate.set_gpu_state(fleet_lab.lab, host, driver=None)  # no driver: no reboot needed
+    try:
+        recap, out = play(
+            fleet_lab,
+            host,
+            update_gpu_nodes_roles=["nvidia_driver"],
+            gpuops_driver_pins={host: {"version": "535.161.08", "cuda": "12.2"}},
+        )
+        assert recap["failed"] == 0, out
+        assert hoststate.gpu_state(fleet_lab.lab, host)["install"]["version"] == "535.161.08"
+        header = " ".join(on(fleet_lab, host, "nvidia-smi").splitlines()[2].split())
+        assert "Driver Version: 535.161.08 CUDA Version: 12.2" in header, header
+        assert f"ok: [{host}]" in task_block(out, "nvidia_driver : Validate the GPUs"), out
+    finally:
+        hoststate.set_gpu_state(fleet_lab.lab, host, driver="550.90.07")
+        hoststate.restore_stack(fleet_lab.lab, host, "550.90.07")
+        fleet_lab.ssh(host, "rm -f /etc/ansible/facts.d/gpuops_nvidia_driver.fact")

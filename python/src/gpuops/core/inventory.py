@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuops.core.gpuhealth import Thresholds
 from gpuops.core.kubeinput import dns_subdomain
+from gpuops.core.nodestate import DriverPin
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
@@ -27,6 +28,7 @@ HOST_VARS: tuple[str, ...] = (
     "ansible_ssh_common_args",
     "ansible_ssh_extra_args",
     "gpuops_environment",
+    "gpuops_history_namespace",  # where the fleet's node history lives (nodes history)
     "gpuops_node_name",
     "gpu_nodes_driver_version",
     "gpu_nodes_cuda_version",
@@ -34,14 +36,23 @@ HOST_VARS: tuple[str, ...] = (
     "gpu_nodes_driver_sha256",
     "gpu_nodes_gpu_count",
     "gpu_nodes_gpu_name",
+    "gpu_nodes_validation",
+    "gpu_nodes_validation_level",
     "gpu_nodes_accelerator",
+    "gpu_nodes_fabricmanager_version",
+    "gpu_nodes_fabricmanager_sha256",
+    "gpu_nodes_container_toolkit_version",
     "gpu_inspect_thresholds",
     "rack",
 )
 DEFAULT_PATTERN = "gpu_nodes"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_TOOLKIT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _GENERIC_GROUPS = {"all", "ungrouped", DEFAULT_PATTERN}
+#: ``gpu_nodes_validation`` by name (else a command's argv) and ``gpu_nodes_validation_level``
+VALIDATIONS = ("dcgm", "none")
+VALIDATION_LEVELS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,59 @@ class Host:
     @property
     def accelerator(self) -> str:
         return self.text("gpu_nodes_accelerator")
+
+    @property
+    def validation(self) -> str | tuple[str, ...]:
+        """How the role validates the GPUs after the driver (``gpu_nodes_validation``):
+        ``"dcgm"`` (the default: ``dcgmi diag``), ``"none"``, or a command's argv (judged by
+        its exit code). Anything else is an input error naming the group."""
+        value = self.vars.get("gpu_nodes_validation", "dcgm")
+        if value in VALIDATIONS:
+            return str(value)
+        if (
+            isinstance(value, list | tuple)
+            and value
+            and all(isinstance(a, str) and a for a in value)
+        ):
+            return tuple(value)
+        raise InvalidInput(
+            f"inventory host {self.name} (group {self.group}): gpu_nodes_validation "
+            f"{shown(value)} must be dcgm, none or a command's argv (a list of strings)",
+            hint=f"set gpu_nodes_validation in group_vars/{self.group}.yml",
+            field="inventory",
+        )
+
+    @property
+    def validation_level(self) -> int:
+        """The level of ``dcgmi diag -r`` (``gpu_nodes_validation_level``): 1 (the default,
+        seconds), 2 or 3 (longer). Anything else is an input error naming the group."""
+        value = self.vars.get("gpu_nodes_validation_level", 1)
+        if isinstance(value, int) and not isinstance(value, bool) and value in VALIDATION_LEVELS:
+            return value
+        raise InvalidInput(
+            f"inventory host {self.name} (group {self.group}): gpu_nodes_validation_level "
+            f"{shown(value)} must be 1, 2 or 3 (dcgmi diag -r N)",
+            hint=f"set gpu_nodes_validation_level in group_vars/{self.group}.yml",
+            field="inventory",
+        )
+
+    @property
+    def fabricmanager_version(self) -> str:
+        """The NVIDIA Fabric Manager version wanted (``gpu_nodes_fabricmanager_version``; ""
+        none: PCIe GPUs have no NVSwitch). HGX A100/H800 need it at exactly the driver's."""
+        return self.text("gpu_nodes_fabricmanager_version")
+
+    def fabricmanager_sha256(self, version: str) -> Any:
+        """The sha256 of Fabric Manager ``version``'s archive (``None``: none), from
+        ``gpu_nodes_fabricmanager_sha256``, a map of version to sha256."""
+        table = self.vars.get("gpu_nodes_fabricmanager_sha256")
+        return table.get(version) if isinstance(table, Mapping) else None
+
+    @property
+    def container_toolkit_version(self) -> str:
+        """The NVIDIA container toolkit version wanted (``gpu_nodes_container_toolkit_version``;
+        "" not managed)."""
+        return self.text("gpu_nodes_container_toolkit_version")
 
     def thresholds(self) -> Thresholds:
         return Thresholds.from_mapping(
@@ -175,6 +239,70 @@ def check_driver_policy(inventory: Inventory) -> None:
             )
 
 
+def check_validation(inventory: Inventory) -> None:
+    """Every host's validation setting is one the role knows (an input error up front)."""
+    for host in inventory.hosts:
+        _ = host.validation, host.validation_level
+
+
+def check_stack_pins(inventory: Inventory, pins: Mapping[str, DriverPin] | None = None) -> None:
+    """The GPU stack of each group agrees with its driver, before any cordon: Fabric Manager
+    (where pinned) at exactly the driver's version with its archive's sha256 known, and a
+    container toolkit version that is a version. A host pinned to another driver (``pins``:
+    rollback, ``nodes rollback --to``) moves Fabric Manager to the pin's version, so that
+    version's archive sha256 must be known too. Pure: reads only the inventory."""
+    for host in inventory.hosts:
+        where = f"inventory {inventory.path}: group {host.group} (host {host.name})"
+        fm = host.fabricmanager_version
+        pin = (pins or {}).get(host.name)
+        driver = pin.version if pin else host.driver_version
+        if fm:
+            if not _VERSION.match(fm):
+                raise InvalidInput(
+                    f"{where}: gpu_nodes_fabricmanager_version {shown(fm)} is not a version "
+                    "like 550.90.07",
+                    field="inventory",
+                )
+            if fm != host.driver_version:
+                raise InvalidInput(
+                    f"{where}: Fabric Manager {fm} disagrees with driver "
+                    f"{host.driver_version}: NVIDIA Fabric Manager must run at exactly the "
+                    "driver's version (it refuses to start otherwise); nothing was changed",
+                    hint=f'set gpu_nodes_fabricmanager_version: "{host.driver_version}" in '
+                    f'group_vars/{host.group}.yml (or "" on hosts without NVSwitch)',
+                    field="inventory",
+                )
+            table = host.vars.get("gpu_nodes_fabricmanager_sha256")
+            if table is not None and not isinstance(table, Mapping):
+                raise InvalidInput(
+                    f"{where}: gpu_nodes_fabricmanager_sha256 must be a map of version to sha256",
+                    field="inventory",
+                )
+            sha = host.fabricmanager_sha256(driver)
+            if sha is None:
+                raise InvalidInput(
+                    f"{where} has no sha256 for Fabric Manager {driver} (driver "
+                    f"{driver}): its archive is checked on the node before anything changes; "
+                    "nothing was changed",
+                    hint=f'add "{driver}": <sha256sum of {fabricmanager_file(driver)}> to '
+                    "gpu_nodes_fabricmanager_sha256 in group_vars (quote the version)",
+                    field="inventory",
+                )
+            if not isinstance(sha, str) or not _SHA256.match(sha):
+                raise InvalidInput(
+                    f"{where}: gpu_nodes_fabricmanager_sha256 of Fabric Manager {driver} "
+                    f"({shown(str(sha))}) is not 64 lowercase hexadecimal digits",
+                    field="inventory",
+                )
+        toolkit = host.container_toolkit_version
+        if toolkit and not _TOOLKIT_VERSION.match(toolkit):
+            raise InvalidInput(
+                f"{where}: gpu_nodes_container_toolkit_version {shown(toolkit)} is not a "
+                "version like 1.17.8",
+                field="inventory",
+            )
+
+
 def check_node_names(inventory: Inventory) -> None:
     for host in inventory.hosts:
         dns_subdomain(host.node_name, f"Kubernetes node name of inventory host {host.name}")
@@ -193,3 +321,8 @@ def check_thresholds(inventory: Inventory) -> dict[str, Thresholds]:
 
 def driver_file(version: str) -> str:
     return f"NVIDIA-Linux-x86_64-{version}.run"
+
+
+def fabricmanager_file(version: str) -> str:
+    """NVIDIA's redistributable Fabric Manager archive for ``version``."""
+    return f"fabricmanager-linux-x86_64-{version}-archive.tar.xz"
