@@ -3,7 +3,9 @@
 Labels: ``accelerator`` and ``gpu-driver`` (the seed's), GFD's ``nvidia.com/gpu.product``,
 ``nvidia.com/gpu.memory``, ``nvidia.com/gpu.count``, ``nvidia.com/cuda.driver.major/minor/rev``
 and ``nvidia.com/cuda.runtime.major/minor``, and ``rack`` from the inventory. Taints: a host
-whose new driver waits for a reboot, or with a critical finding, gets one by policy.
+whose new driver waits for a reboot, or with a critical finding, gets one by policy; the
+unhealthy one is claimed as setter ``nodes-inspect`` and released only for that setter
+(core/taintclaims.py), so a taint another setter holds stays.
 
 gpuops owns what it set: the node annotation :data:`OWNED` lists those label keys, so a later
 run removes a stale one (a label it set that no longer applies) and never touches another
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuops.core import kubeinput
+from gpuops.core import kubeinput, taintclaims
 from gpuops.core.gpuhealth import CRITICAL, HostHealth
 from gpuops.core.inventory import Inventory
 from gpuops.core.kubemodel import Taint
@@ -30,7 +32,9 @@ from gpuops.errors import InvalidInput, OperationFailed
 
 OWNED = "gpuops.io/labels"
 TAINT_REBOOT = "gpuops.io/reboot-pending"
-TAINT_UNHEALTHY = "gpuops.io/gpu-unhealthy"
+TAINT_UNHEALTHY = taintclaims.TAINT  # held by setters with reasons: core/taintclaims.py
+#: the setter name ``nodes label`` (inspection) claims the unhealthy taint under
+INSPECT_SETTER = "nodes-inspect"
 TAINT_KEYS = (TAINT_REBOOT, TAINT_UNHEALTHY)
 TAINT_EFFECTS = ("NoSchedule", "NoExecute", "none")
 RACK = "rack"
@@ -151,7 +155,7 @@ def desired_taints(health: HostHealth, effect: str) -> list[Taint]:
     """The taints gpuops wants on this host's node (none with effect ``none``)."""
     if effect == "none":
         return []
-    taints = []
+    taints = []  # the unhealthy taint is claimed through core/taintclaims.py by plan_node
     if health.nvidia_smi.get("failure") == "reboot-pending":
         taints.append(Taint(TAINT_REBOOT, "true", effect))
     critical = [f.check for f in health.findings if f.severity == CRITICAL]
@@ -159,6 +163,20 @@ def desired_taints(health: HostHealth, effect: str) -> list[Taint]:
     if others:
         taints.append(Taint(TAINT_UNHEALTHY, label_value(others[0]), effect))
     return taints
+
+
+def unhealthy_reason(health: HostHealth) -> str:
+    """Inspection's reason for the unhealthy taint: its critical checks and the GPUs (not a
+    pending reboot, which has its own taint; no measured values, so a second run with the
+    same findings writes nothing)."""
+    found = sorted(
+        {
+            f.check + (f" (GPU {f.gpu})" if f.gpu is not None else "")
+            for f in health.findings
+            if f.severity == CRITICAL and f.check != "reboot-pending"
+        }
+    )
+    return "nodes inspect: critical " + ", ".join(found) if found else ""
 
 
 @dataclass
@@ -173,15 +191,24 @@ class NodeChange:
     taints: list[Taint] | None = None  # the node's full new taint list, None: unchanged
     taints_added: list[str] = field(default_factory=list)
     taints_removed: list[str] = field(default_factory=list)
+    #: the unhealthy taint's claims after the change (setter -> reason), None: unchanged
+    unhealthy_by: dict[str, str] | None = None
+    #: the annotation's new text (None: removed) when ``unhealthy_by`` is not None
+    unhealthy_annotation: str | None = None
 
     @property
     def changed(self) -> bool:
         return bool(
-            self.set_labels or self.remove_labels or self.owned_changed or self.taints is not None
+            self.set_labels
+            or self.remove_labels
+            or self.owned_changed
+            or self.taints is not None
+            or self.unhealthy_by is not None
         )
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
+        del doc["unhealthy_annotation"]  # the document shows the claims (unhealthy_by)
         doc["taints"] = None if self.taints is None else [str(t) for t in self.taints]
         doc["changed"] = self.changed
         return doc
@@ -197,8 +224,12 @@ def plan_node(
     taints: Sequence[Taint],
     *,
     manage_taints: bool = True,
+    unhealthy_reason: str = "",
 ) -> NodeChange:
-    """The change from what the node has to what it should have; idempotent."""
+    """The change from what the node has to what it should have; idempotent. The unhealthy
+    taint in ``taints`` is claimed as :data:`INSPECT_SETTER` (for ``unhealthy_reason``), and
+    without it inspection releases only its own claim: a taint another setter holds, or one
+    set without a claim, stays."""
     recorded = owned_labels(current_annotations, node)
     owned = recorded & MANAGED_LABELS  # the annotation never widens what gpuops removes
     change = NodeChange(node)
@@ -209,11 +240,32 @@ def plan_node(
     change.owned = new_owned
     change.owned_changed = set(new_owned) != recorded
     if manage_taints:
-        mine = {(t.key, t.value, t.effect) for t in current_taints if t.key in TAINT_KEYS}
-        want = {(t.key, t.value, t.effect) for t in taints}
+        reboot = [t for t in taints if t.key == TAINT_REBOOT]
+        mine = {(t.key, t.value, t.effect) for t in current_taints if t.key == TAINT_REBOOT}
+        want = {(t.key, t.value, t.effect) for t in reboot}
+        after = list(current_taints)
         if mine != want:
-            kept = [t for t in current_taints if t.key not in TAINT_KEYS]
-            change.taints = kept + list(taints)
-            change.taints_added = sorted(str(Taint(*w)) for w in want - mine)
-            change.taints_removed = sorted(str(Taint(*m)) for m in mine - want)
+            after = [t for t in current_taints if t.key != TAINT_REBOOT] + reboot
+        unhealthy = [t for t in taints if t.key == TAINT_UNHEALTHY]
+        plan = (
+            taintclaims.plan_mark(
+                after,
+                current_annotations,
+                INSPECT_SETTER,
+                unhealthy_reason or unhealthy[0].value,
+                effect=unhealthy[0].effect,
+                value=unhealthy[0].value,
+            )
+            if unhealthy
+            else taintclaims.plan_release(after, current_annotations, INSPECT_SETTER)
+        )
+        before = {(t.key, t.value, t.effect) for t in current_taints}
+        final = {(t.key, t.value, t.effect) for t in plan.taints}
+        if before != final or len(plan.taints) != len(current_taints):
+            change.taints = plan.taints
+            change.taints_added = sorted(str(Taint(*w)) for w in final - before)
+            change.taints_removed = sorted(str(Taint(*m)) for m in before - final)
+        if plan.annotation != current_annotations.get(taintclaims.ANNOTATION):
+            change.unhealthy_by = plan.claims
+            change.unhealthy_annotation = plan.annotation
     return change

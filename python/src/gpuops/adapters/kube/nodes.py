@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from gpuops.adapters.kube.client import Conflict, KubeClient, NotFound
 from gpuops.adapters.kube.decode import pod_from_api
+from gpuops.core import taintclaims
 from gpuops.core.kubemodel import Taint
 from gpuops.core.nodelabels import OWNED, NodeChange
 from gpuops.errors import OperationFailed
@@ -35,6 +36,9 @@ class NodeInfo:
     annotations: dict[str, str] = field(default_factory=dict)
     taints: list[Taint] = field(default_factory=list)
     resource_version: str = ""
+    #: (key, value, effect) -> the taint's ``timeAdded`` (the API sets it on NoExecute taints);
+    #: kept when gpuops writes the taint list again
+    taint_times: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     @property
     def cordoned_by_us(self) -> bool:
@@ -69,6 +73,15 @@ def get_node(kube: KubeClient, name: str) -> NodeInfo:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or ()
     )
+    taints = [
+        Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+        for t in spec.get("taints") or ()
+    ]
+    times = {
+        (t.key, t.value, t.effect): str(raw["timeAdded"])
+        for t, raw in zip(taints, spec.get("taints") or (), strict=True)
+        if raw.get("timeAdded")
+    }
     return NodeInfo(
         name=name,
         exists=True,
@@ -76,11 +89,9 @@ def get_node(kube: KubeClient, name: str) -> NodeInfo:
         ready=ready,
         labels=_strings(meta.get("labels"), name, "labels"),
         annotations=_strings(meta.get("annotations"), name, "annotations"),
-        taints=[
-            Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
-            for t in spec.get("taints") or ()
-        ],
+        taints=taints,
         resource_version=str(meta.get("resourceVersion", "")),
+        taint_times=times,
     )
 
 
@@ -182,9 +193,15 @@ def wait_for(
         time.sleep(poll_s)
 
 
-def apply(kube: KubeClient, change: NodeChange, resource_version: str) -> None:
-    """Labels and the ownership annotation (merge patch), and taints (the whole list, with
-    the node's resourceVersion so a concurrent change is a conflict, not lost)."""
+def apply(
+    kube: KubeClient,
+    change: NodeChange,
+    resource_version: str,
+    times: Mapping[tuple[str, str, str], str] | None = None,
+) -> None:
+    """Labels, the ownership and claims annotations and taints (the whole list, other taints'
+    ``timeAdded`` from ``times`` kept) in one merge patch, conditional on the node's
+    ``resource_version``: :class:`Conflict` when the node changed since it was read."""
     labels: dict[str, Any] = dict(change.set_labels)
     labels.update(dict.fromkeys(change.remove_labels))
     meta: dict[str, Any] = {}
@@ -192,13 +209,13 @@ def apply(kube: KubeClient, change: NodeChange, resource_version: str) -> None:
         meta["labels"] = labels
     if change.owned_changed:
         meta["annotations"] = {OWNED: ",".join(change.owned) or None}
+    if change.unhealthy_by is not None:
+        meta.setdefault("annotations", {})[taintclaims.ANNOTATION] = change.unhealthy_annotation
     body: dict[str, Any] = {}
-    if meta:
-        body["metadata"] = meta
     if change.taints is not None:
-        body["spec"] = {"taints": [_taint(t) for t in change.taints] or None}
-        body.setdefault("metadata", {})["resourceVersion"] = resource_version
-    if body:
+        body["spec"] = {"taints": [_taint(t, times) for t in change.taints] or None}
+    if meta or body:
+        body["metadata"] = {**meta, "resourceVersion": resource_version}
         kube.request(
             "PATCH",
             _path(change.node),
@@ -208,10 +225,30 @@ def apply(kube: KubeClient, change: NodeChange, resource_version: str) -> None:
         )
 
 
-def _taint(t: Taint) -> Mapping[str, str]:
+def set_taints(
+    kube: KubeClient,
+    name: str,
+    taints: Sequence[Taint],
+    annotations: Mapping[str, str | None],
+    resource_version: str,
+    times: Mapping[tuple[str, str, str], str] | None = None,
+) -> None:
+    """The node's full taint list (``timeAdded`` from ``times`` kept) and ``annotations``
+    (None: removed) in one merge patch, conditional on ``resource_version``:
+    :class:`Conflict` when the node changed since."""
+    body = {
+        "metadata": {"annotations": dict(annotations), "resourceVersion": resource_version},
+        "spec": {"taints": [_taint(t, times) for t in taints] or None},
+    }
+    kube.request("PATCH", _path(name), what=f"taint node {name}", body=body, content_type=MERGE)
+
+
+def _taint(t: Taint, times: Mapping[tuple[str, str, str], str] | None) -> Mapping[str, str]:
     doc = {"key": t.key, "effect": t.effect}
     if t.value:
         doc["value"] = t.value
+    if added := (times or {}).get((t.key, t.value, t.effect)):
+        doc["timeAdded"] = added  # a merge patch replaces the list: else it would be lost
     return doc
 
 

@@ -1,6 +1,11 @@
 """``gpuops nodes label``: each host's GPU facts (read as ``nodes inspect`` reads them) become
 its node's labels (S-30, GFD names) and, by policy, a pending reboot or a critical finding a
 taint. Idempotent: a node that matches is not written; only labels gpuops owns are removed.
+The ``gpuops.io/gpu-unhealthy`` taint is claimed as setter ``nodes-inspect`` (its reason in the
+node's ``gpuops.io/gpu-unhealthy-by`` annotation): inspection releases only its own claim, so a
+taint ``nodes update`` (or a person) set stays. Every write is conditional on the node's
+resourceVersion; on a conflict (the node changed since it was read, before the inspection) it is
+read again and planned again, at most :data:`ATTEMPTS` times.
 A host that cannot be read leaves its node as it is and makes the run unreachable (exit 4)."""
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from typing import Annotated, Any, TypedDict
 from gpuops.adapters import hostkeys
 from gpuops.adapters.kube import KubeClient
 from gpuops.adapters.kube import nodes as kubenodes
+from gpuops.adapters.kube.client import Conflict
 from gpuops.core import gpuhealth, inventory, nodelabels
 from gpuops.core.inventory import DEFAULT_PATTERN
-from gpuops.errors import Unreachable
+from gpuops.errors import OperationFailed, Unreachable
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.nodes import common
 from gpuops.usecases.outcome import Outcome
+
+#: writes of one node tried before the run fails (each after a conflict: read, plan again)
+ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class NodeChangeDocument(TypedDict):
     taints: list[str] | None  # the node's full new taint list; None: unchanged
     taints_added: list[str]
     taints_removed: list[str]
+    unhealthy_by: dict[str, str] | None  # the unhealthy taint's claims after; None: unchanged
     changed: bool
 
 
@@ -188,21 +198,37 @@ def _one(
         health, rack=host.rack, accelerator_name=host.accelerator
     )
     taints = nodelabels.desired_taints(health, request.taint_effect)
-    change = nodelabels.plan_node(
-        node.name,
-        node.labels,
-        node.annotations,
-        node.taints,
-        labels,
-        unknown,
-        taints,
-        manage_taints=request.taint_effect != "none",
-    )
-    if not change.changed:
-        status = "unchanged"
-    elif request.dry_run:
-        status = "would-update"
-    else:
-        kubenodes.apply(kube, change, node.resource_version)
-        status = "updated"
+    for attempt in range(1, ATTEMPTS + 1):
+        change = nodelabels.plan_node(
+            node.name,
+            node.labels,
+            node.annotations,
+            node.taints,
+            labels,
+            unknown,
+            taints,
+            manage_taints=request.taint_effect != "none",
+            unhealthy_reason=nodelabels.unhealthy_reason(health),
+        )
+        if not change.changed:
+            status = "unchanged"
+        elif request.dry_run:
+            status = "would-update"
+        else:
+            try:
+                kubenodes.apply(kube, change, node.resource_version, node.taint_times)
+            except Conflict:
+                # changed since it was read (before the inspection): read it, plan again
+                if attempt == ATTEMPTS:
+                    raise OperationFailed(
+                        f"cannot label node {node.name}: it changed {ATTEMPTS} times while "
+                        "gpuops wrote it",
+                        hint="something else keeps writing the node; run again",
+                    ) from None
+                node = kubenodes.get_node(kube, node.name)
+                if not node.exists:
+                    return HostLabels(host.name, host.node_name, "not-a-node", health.status)
+                continue
+            status = "updated"
+        break
     return HostLabels(host.name, node.name, status, health.status, change, labels)
