@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     GATE_REFUSED = 3
     UNREACHABLE = 4
     INTERNAL = 5
+    HOST_BROKEN = 6
 
 
 #: One line per exit code, shown in ``gpuops --help`` and the README.
@@ -31,6 +32,8 @@ EXIT_CODE_DOC: dict[ExitCode, str] = {
     ExitCode.GATE_REFUSED: "a gate refused: not enough GPUs, approval missing, incompatible driver",
     ExitCode.UNREACHABLE: "infrastructure unreachable: Kubernetes API, registry, SSH, Jenkins",
     ExitCode.INTERNAL: "internal error: a bug in gpuops (rerun with --debug and report it)",
+    ExitCode.HOST_BROKEN: "a change failed and could not be undone: a host is left broken "
+    "(cordoned, tainted) for a person to repair",
 }
 
 
@@ -92,6 +95,16 @@ class Unreachable(GpuOpsError):
     category = "unreachable"
 
 
+class HostBroken(GpuOpsError):
+    """A change failed and so did its undoing (``rollback-failed``): a host is left broken,
+    cordoned and tainted. Exit 1 (:class:`OperationFailed`) is not "safe": its failed hosts
+    are rolled back, or (``--no-rollback``, or a failure before the change began) left where
+    they failed, cordoned, and tainted where their driver is not known."""
+
+    exit_code = ExitCode.HOST_BROKEN
+    category = "host-broken"
+
+
 class InternalError(GpuOpsError):
     """An unexpected exception: a bug in gpuops."""
 
@@ -107,7 +120,14 @@ def error_categories() -> list[ErrorCategory]:
     """The categories in exit-code order, for help texts and docs."""
     by_code = {
         cls.exit_code: cls.category
-        for cls in (OperationFailed, InvalidInput, GateRefused, Unreachable, InternalError)
+        for cls in (
+            OperationFailed,
+            InvalidInput,
+            GateRefused,
+            Unreachable,
+            InternalError,
+            HostBroken,
+        )
     }
     by_code[ExitCode.OK] = "ok"
     return [ErrorCategory(code, by_code[code], EXIT_CODE_DOC[code]) for code in ExitCode]

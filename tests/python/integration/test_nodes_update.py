@@ -281,6 +281,7 @@ def test_failing_canary_stops_the_rollout_and_a_rerun_converges(
             f"{A1},{A2}",
             "--change",
             "driver",
+            "--no-rollback",  # the fault stays: a rollback would fail too (test_nodes_rollback)
             "--artifacts-dir",
             str(tmp_path / "art"),
             tmp=tmp_path,

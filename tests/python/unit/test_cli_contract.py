@@ -17,6 +17,7 @@ from gpuops.cli.types import Integer, Text
 from gpuops.errors import (
     ExitCode,
     GateRefused,
+    HostBroken,
     InvalidInput,
     OperationFailed,
     Unreachable,
@@ -46,6 +47,7 @@ def probe_raise(kind: str) -> Shown:
         "failed": OperationFailed("the rollout failed", hint="look at the pods"),
         "invalid": InvalidInput("bad tag 'x y'"),
         "unreachable": Unreachable("cannot reach https://127.0.0.1:1"),
+        "broken": HostBroken("1 rollback(s) failed, left broken: h1"),
         "bug": KeyError("boom"),
     }
     if kind == "gate":  # a refusal is an outcome: the numbers, and the error that sets the code
@@ -66,7 +68,7 @@ def run(argv: list[str]) -> int:
 
 def test_exit_codes_are_distinct_and_documented() -> None:
     cats = error_categories()
-    assert [c.code for c in cats] == [0, 1, 2, 3, 4, 5]
+    assert [c.code for c in cats] == [0, 1, 2, 3, 4, 5, 6]
     assert len({c.category for c in cats}) == len(cats)
     assert [c.category for c in cats] == [
         "ok",
@@ -75,6 +77,7 @@ def test_exit_codes_are_distinct_and_documented() -> None:
         "gate-refused",
         "unreachable",
         "internal",
+        "host-broken",
     ]
 
 
@@ -86,6 +89,7 @@ def test_exit_codes_are_distinct_and_documented() -> None:
         ("gate", ExitCode.GATE_REFUSED, "gate-refused"),
         ("unreachable", ExitCode.UNREACHABLE, "unreachable"),
         ("bug", ExitCode.INTERNAL, "internal"),
+        ("broken", ExitCode.HOST_BROKEN, "host-broken"),
     ],
 )
 def test_each_error_maps_to_its_exit_code_and_error_document(

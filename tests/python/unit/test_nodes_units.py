@@ -13,7 +13,7 @@ from gpuops.adapters import ansible, hostkeys, ssh
 from gpuops.core import gpuhealth, rollout
 from gpuops.core.inventory import Host
 from gpuops.core.junit import Case, junit_xml
-from gpuops.errors import GateRefused, InvalidInput, OperationFailed, Unreachable
+from gpuops.errors import GateRefused, HostBroken, InvalidInput, OperationFailed, Unreachable
 from gpuops.usecases.nodes import inspect, update
 from gpuops.usecases.nodes.records import HostRecord, Rollout
 
@@ -143,6 +143,12 @@ def test_update_result_keys_are_stable() -> None:
         "not_started",
         "planned",
         "unchanged",
+        "rolled_back",
+        "rollback_failed",
+        "rollback",
+        "validation_level",
+        "record",
+        "downgrade",
         "stopped",
         "refused",
         "plan",
@@ -174,6 +180,13 @@ def test_update_result_keys_are_stable() -> None:
         "finished_at",
         "phases_s",
         "slowest_tasks_s",
+        "tainted",
+        "driver_before",
+        "cuda_before",
+        "driver_after",
+        "container_toolkit_before",
+        "validation",
+        "rollback",
     }
     assert doc["summary"] == {
         "changed": 1,
@@ -181,6 +194,8 @@ def test_update_result_keys_are_stable() -> None:
         "failed": 0,
         "not-started": 1,
         "planned": 0,
+        "rolled-back": 0,
+        "rollback-failed": 0,
     }
     assert "<testcase " in ro.junit()
     assert_junit_well_formed(ro.junit())
@@ -344,3 +359,38 @@ def test_the_update_use_case_decides_its_verdict() -> None:
     assert isinstance(refused, GateRefused)
     assert refused.message == "rollout stopped: headroom gate refused batch 1: why"
     assert refused.hint == "free GPUs or lower --reserve, then run again: it resumes"
+
+
+def test_rolled_back_and_broken_hosts_fail_the_run_and_are_named() -> None:
+    ro = Rollout("inv", None, "test", ["nvidia_driver"], rollout.Policy(), False, None)
+    ro.hosts["h1"] = HostRecord("h1", "g", "h1", "570.133.20", 0, rollout.ROLLED_BACK)
+    ro.hosts["h1"].rollback = {
+        "to": "550.90.07",
+        "cuda": "12.4",
+        "status": "rolled-back",
+        "reason": "failed: Validate the GPUs: validation failed on h1: ...",
+        "ident": "batch-00-rollback",
+    }
+    ro.hosts["h2"] = HostRecord("h2", "g", None, "570.133.20", 1, rollout.NOT_STARTED)
+    ro.stopped = "1 host(s) failed, over the failure budget of 0"
+    ro.artifacts = {"folder": "out"}
+    failed = update._verdict(ro)
+    assert isinstance(failed, OperationFailed)
+    assert failed.message == (
+        "1 rolled back: h1; 1 never started (1 host(s) failed, over the failure budget of 0)"
+    )
+    assert failed.hint == (
+        "failed hosts stay cordoned; fix them and run again: it resumes (artifacts: out)"
+    )
+    ro.hosts["h1"].status = rollout.ROLLBACK_FAILED
+    broken = update._verdict(ro)
+    assert isinstance(broken, HostBroken) and broken.exit_code == 6
+    assert broken.message.startswith("1 rollback(s) failed, left broken: h1; 1 never started")
+    assert str(broken.hint).startswith("a host left broken stays cordoned and tainted")
+    doc = ro.to_dict()
+    assert (doc["rollback_failed"], doc["rolled_back"], doc["failed"]) == (["h1"], [], [])
+    assert doc["summary"]["rollback-failed"] == 1
+    suite = assert_junit_well_formed(ro.junit()).find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    ro.hosts["h1"].status = rollout.CHANGED
+    assert update._verdict(ro) is None

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from test_gpuhealth import FAULTY, output
 from test_headroom import node, pod, shape
+from test_nodehistory import history_doc
 from test_render_nodes import _rollout
 from test_render_releases_page import _rec, _result
 
@@ -77,6 +78,7 @@ def _releases() -> dict[str, Any]:
 SEEDS = {
     "capacity": _capacity,
     "fleet": _fleet,
+    "node-history": history_doc,
     "node-update": _node_update,
     "releases": _releases,
 }

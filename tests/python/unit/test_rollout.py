@@ -100,6 +100,8 @@ def test_statuses_are_the_words_of_the_result() -> None:
         "failed",
         "not-started",
         "planned",
+        "rolled-back",
+        "rollback-failed",
     ]
     assert [str(s) for s in rollout.BatchStatus] == [
         "not-started",
@@ -118,6 +120,43 @@ def test_the_run_stops_when_the_failures_spend_the_budget() -> None:
     assert run.finish([rollout.CHANGED, rollout.UNCHANGED]) == rollout.BatchStatus.DONE
     assert run.finish([rollout.FAILED]) == rollout.BatchStatus.FAILED
     assert run.stopped == "2 host(s) failed, over the failure budget of 1" and not run.refused
+
+
+def test_a_rolled_back_host_counts_against_the_failure_budget() -> None:
+    """A rollback undoes the change, not the failure: the canary rolled back stops the run."""
+    run = rollout.Run(Policy())
+    assert run.finish([rollout.ROLLED_BACK]) == rollout.BatchStatus.FAILED
+    assert run.stopped == "1 host(s) failed, over the failure budget of 0"
+    budget = rollout.Run(Policy(failure_budget=2))
+    assert budget.finish([rollout.ROLLBACK_FAILED, rollout.CHANGED]) == rollout.BatchStatus.FAILED
+    assert budget.finish([rollout.ROLLED_BACK]) == rollout.BatchStatus.FAILED
+    assert budget.stopped == "" and budget.failed == 2
+    assert budget.finish([rollout.FAILED]) == rollout.BatchStatus.FAILED
+    assert budget.stopped == "3 host(s) failed, over the failure budget of 2"
+
+
+def test_which_failed_host_is_rolled_back() -> None:
+    on, off = rollout.RollbackPolicy(), rollout.RollbackPolicy(enabled=False)
+    assert on.after == rollout.AfterRollback.KEEP_CORDONED  # the documented default
+    assert on.to_dict() == {"enabled": True, "after": "keep-cordoned"}
+    want = rollout.wants_rollback
+    assert want(on, failed_in_change=True, before="550.90.07", wanted="570.133.20")
+    assert not want(off, failed_in_change=True, before="550.90.07", wanted="570.133.20")
+    # its change never began (drain failed, host unreachable): nothing to undo
+    assert not want(on, failed_in_change=False, before="550.90.07", wanted="570.133.20")
+    # no driver before (fresh host, module mismatch): nothing known to go back to
+    assert not want(on, failed_in_change=True, before=None, wanted="570.133.20")
+    assert not want(on, failed_in_change=True, before="", wanted="570.133.20")
+    # the driver did not change (node-init failed): reinstalling it undoes nothing
+    assert not want(on, failed_in_change=True, before="570.133.20", wanted="570.133.20")
+
+
+def test_the_validation_task_is_known_by_its_name() -> None:
+    assert rollout.is_validation("nvidia_driver : Validate the GPUs")
+    assert rollout.is_validation("Validate the GPUs")
+    assert not rollout.is_validation("nvidia_driver : Install the driver")
+    assert not rollout.is_validation("nvidia_driver : Validate the GPUs again")
+    assert not rollout.is_validation("")
 
 
 def test_a_failed_canary_stops_the_run_with_the_default_budget() -> None:

@@ -36,6 +36,8 @@ RESULTS: dict[str, str] = {
     "jenkins apply": "gpuops.usecases.jenkinsjobs:ApplyResult",
     "nodes inspect": "gpuops.usecases.nodes.inspect:InspectResult",
     "nodes label": "gpuops.usecases.nodes.label:LabelResult",
+    "nodes history": "gpuops.usecases.nodes.history:NodeHistory",
+    "nodes rollback": "gpuops.usecases.nodes.records:Rollout",
     "nodes update": "gpuops.usecases.nodes.records:Rollout",
     "release history": "gpuops.usecases.releases.status:HistoryOutcome",
     "release promote": "gpuops.usecases.releases.model:ReleaseOutcome",
@@ -43,6 +45,7 @@ RESULTS: dict[str, str] = {
     "release status": "gpuops.usecases.releases.status:StatusOutcome",
     "report capacity": "gpuops.usecases.reports:ReportPage",
     "report fleet": "gpuops.usecases.reports:ReportPage",
+    "report node-history": "gpuops.usecases.reports:ReportPage",
     "report node-update": "gpuops.usecases.reports:ReportPage",
     "report releases": "gpuops.usecases.reports:ReportPage",
 }

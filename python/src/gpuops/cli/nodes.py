@@ -8,16 +8,25 @@ ansible-runner, kubernetes) load in the use cases, on first use.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Shown, show
-from gpuops.cli.common import cluster_options, env_name, http_url, report_line
+from gpuops.cli.common import (
+    cluster_options,
+    env_name,
+    http_url,
+    registry_options,
+    report_dir_option,
+    report_line,
+)
 from gpuops.cli.options import renamed
 from gpuops.cli.types import Choice, Integer, Text
 from gpuops.core.headroom import DEFAULT_RESOURCE
 from gpuops.core.kubeinput import extended_resource
+from gpuops.core.nodehistory import valid_id
 from gpuops.core.rollout import BatchSize, parse_batch_size
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
@@ -181,6 +190,28 @@ def nodes() -> None:
     type=Integer(min=0, max=86400),
     help="Seconds for a changed node to be Ready again.",
 )
+@click.option(
+    "--validation-level",
+    type=Integer(min=1, max=3),
+    help="DCGM diagnostic level after the driver (dcgmi diag -r N: 1 seconds, 2 minutes, 3 "
+    "longer) for every group [default: each group's gpu_nodes_validation_level].",
+)
+@click.option(
+    "--rollback/--no-rollback",
+    default=True,
+    show_default=True,
+    help="Put a host whose install, verification or validation failed back to the driver it "
+    "ran before (only that host). --no-rollback: it stays cordoned on the failed driver; "
+    "pre-flight then accepts hosts whose previous driver is not in the repository.",
+)
+@click.option(
+    "--after-rollback",
+    default="keep-cordoned",
+    show_default=True,
+    type=Choice(["keep-cordoned", "uncordon"]),
+    help="A rolled-back node: keep it cordoned and tainted for a person to look at, or "
+    "uncordon it (and release gpuops' taint) at once.",
+)
 @click.option("--no-kube", is_flag=True, help="The hosts are no Kubernetes nodes: no drain.")
 @cluster_options
 @renamed(
@@ -203,6 +234,7 @@ def nodes() -> None:
     help="Accept the key of a host not in the known-hosts file (a changed key is still "
     "refused); the keys learned are written to the artifacts folder for review.",
 )
+@registry_options
 def update(
     inventory: str,
     limit: str | None,
@@ -218,19 +250,24 @@ def update(
     on_timeout: str,
     drain_timeout: int,
     ready_timeout: int,
+    validation_level: int | None,
+    rollback: bool,
+    after_rollback: str,
     no_kube: bool,
     cluster: Any,
     dry_run: bool,
     artifacts_dir: str | None,
     known_hosts: str | None,
     learn_host_keys: bool,
+    access: Any,
 ) -> Shown:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
-    Exit 1 when hosts failed (the report says which changed, failed and never started),
+    Exit 1 when hosts failed (the report says which changed, failed, were rolled back and
+    never started), 6 when a failed host's rollback failed too (left cordoned and tainted),
     3 when the headroom gate stopped it, 2/4 for bad input or unreachable hosts (nothing
     touched)."""
-    from gpuops.core.rollout import Policy  # noqa: PLC0415
+    from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
     from gpuops.render.nodes import update_text  # noqa: PLC0415
     from gpuops.usecases.nodes import update as usecase  # noqa: PLC0415
     from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
@@ -251,6 +288,9 @@ def update(
             forks=parallel,
             known_hosts=known_hosts,
             learn_host_keys=learn_host_keys,
+            rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
+            validation_level=validation_level,
+            registry=access,
         )
     )
     text = update_text(outcome.to_dict())
@@ -388,3 +428,219 @@ def label(
         )
     )
     return show(outcome, label_text(outcome.to_dict()))
+
+
+# -- the node change history (gpuops.usecases.nodes.history) ----------------------------
+
+
+@nodes.command()
+@inventory_options
+@cluster_options
+@click.option(
+    "--last",
+    default=20,
+    show_default=True,
+    type=Integer(min=1, max=1000),
+    help="Newest records shown: the last N.",
+)
+@report_dir_option("node history page (node-history.html)")
+def history(
+    inventory: str,
+    limit: str | None,
+    group: str,
+    parallel: int,
+    cluster: Any,
+    last: int,
+    report_dir: Path | None,
+) -> Shown:
+    """The fleet's node changes, newest first: who ran each update, when, from which build
+    and inventory revision, each group's drivers before and after, each host's outcome.
+
+    The fleet is the inventory's gpuops_environment; --limit only narrows which inventory
+    is read (the history is the whole fleet's)."""
+    from gpuops.render.nodehistory import history_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import history as usecase  # noqa: PLC0415
+
+    outcome = usecase.history(
+        usecase.HistoryRequest(inventory, limit, group, cluster, last, report_dir)
+    )
+    text = history_text(outcome.result.to_dict())
+    if outcome.result.report is not None:
+        text += "\n" + report_line(outcome.result.report.to_dict())
+    return show(outcome, text)
+
+
+@nodes.command()
+@inventory_options
+@click.option(
+    "--to",
+    type=Text("record", valid_id),
+    help="The record whose end state to restore: its number or <fleet>-<number> (gpuops "
+    "nodes history). Each host gets the driver it ran when that record ended.",
+)
+@click.option(
+    "--before",
+    type=Text("record", valid_id),
+    help="Undo this record instead: each host gets the driver it ran before that record ran.",
+)
+@click.option(
+    "--canary",
+    default=1,
+    show_default=True,
+    type=Integer(min=0, max=1000),
+    help="Hosts changed first, alone; 0 for none.",
+)
+@click.option(
+    "--batch-size",
+    default="20%",
+    show_default=True,
+    type=Text("count or %", parse_batch_size),
+    help="Hosts per batch after the canary: a count (5) or a share of them (20%).",
+)
+@click.option(
+    "--failure-budget",
+    default=0,
+    show_default=True,
+    type=Integer(min=0, max=10**6),
+    help="Failed hosts tolerated before it stops.",
+)
+@click.option(
+    "--reserve",
+    default=0,
+    show_default=True,
+    type=Integer(min=0, max=10**9),
+    help="GPUs that must stay free in the cluster while a batch is out.",
+)
+@click.option(
+    "--resource",
+    default=DEFAULT_RESOURCE,
+    show_default=True,
+    type=Text("resource", lambda v: extended_resource(v, "resource")),
+    help="Extended resource of the GPUs.",
+)
+@click.option(
+    "--gpu-pods-timeout",
+    default=3600,
+    show_default=True,
+    type=Integer(min=0, max=7 * 86400),
+    help="Seconds to wait for running GPU pods on a cordoned node to finish.",
+)
+@click.option(
+    "--on-timeout",
+    default="fail",
+    show_default=True,
+    type=Choice(["fail", "evict"]),
+    help="When GPU pods outlive the wait: fail the host, or evict them.",
+)
+@click.option(
+    "--drain-timeout",
+    default=300,
+    show_default=True,
+    type=Integer(min=0, max=86400),
+    help="Seconds for evicted pods to leave a node.",
+)
+@click.option(
+    "--ready-timeout",
+    default=300,
+    show_default=True,
+    type=Integer(min=0, max=86400),
+    help="Seconds for a changed node to be Ready again.",
+)
+@cluster_options
+@click.option("--check", is_flag=True, help="Show the plan and the diff; change nothing.")
+@click.option(
+    "--artifacts-dir",
+    type=Text("path"),
+    help="Folder for reports and Ansible artifacts [default: ./gpuops-artifacts/...].",
+)
+@click.option(
+    "--validation-level",
+    type=Integer(min=1, max=3),
+    help="DCGM diagnostic level after the driver (dcgmi diag -r N: 1 seconds, 2 minutes, 3 "
+    "longer) for every group [default: each group's gpu_nodes_validation_level].",
+)
+@click.option(
+    "--rollback/--no-rollback",
+    default=True,
+    show_default=True,
+    help="Put a host whose install, verification or validation failed back to the driver it "
+    "ran before (only that host). --no-rollback: it stays cordoned on the failed driver; "
+    "pre-flight then accepts hosts whose previous driver is not in the repository.",
+)
+@click.option(
+    "--after-rollback",
+    default="keep-cordoned",
+    show_default=True,
+    type=Choice(["keep-cordoned", "uncordon"]),
+    help="A rolled-back node: keep it cordoned and tainted for a person to look at, or "
+    "uncordon it (and release gpuops' taint) at once.",
+)
+@known_hosts_option
+@registry_options
+def rollback(
+    inventory: str,
+    limit: str | None,
+    group: str,
+    parallel: int,
+    to: str | None,
+    before: str | None,
+    canary: int,
+    batch_size: BatchSize,
+    failure_budget: int,
+    reserve: int,
+    resource: str,
+    gpu_pods_timeout: int,
+    on_timeout: str,
+    drain_timeout: int,
+    ready_timeout: int,
+    cluster: Any,
+    check: bool,
+    artifacts_dir: str | None,
+    validation_level: int | None,
+    rollback: bool,
+    after_rollback: str,
+    known_hosts: str | None,
+    access: Any,
+) -> Shown:
+    """Put the fleet (or --limit of it) back to the drivers an earlier record left, through
+    the same rolling update: canary, batches, headroom gate, validation; recorded as a
+    rollback record.
+
+    Exit codes as for nodes update; 2 when the record is unknown or does not say a host's
+    driver (--limit the host out)."""
+    from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
+    from gpuops.render.nodes import update_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import history as usecase  # noqa: PLC0415
+    from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
+    from gpuops.usecases.nodes.update import UpdateRequest  # noqa: PLC0415
+
+    if (to is None) == (before is None):
+        raise InvalidInput("give one of --to and --before", field="to")
+    outcome = usecase.rollback_to(
+        UpdateRequest(
+            inventory=inventory,
+            limit=limit,
+            pattern=group,
+            change=("nvidia_driver",),
+            policy=Policy(canary, batch_size, failure_budget),
+            drain=DrainPolicy(
+                resource, reserve, gpu_pods_timeout, on_timeout, drain_timeout, ready_timeout
+            ),
+            cluster=cluster,
+            check=check,
+            artifacts_dir=artifacts_dir,
+            forks=parallel,
+            known_hosts=known_hosts,
+            rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
+            validation_level=validation_level,
+            registry=access,
+        ),
+        to or before or "",
+        before=before is not None,
+    )
+    text = update_text(outcome.to_dict())
+    if outcome.result.record:
+        text += f"\nnode history: record {outcome.result.record}"
+    if outcome.result.report is not None:
+        text += "\n" + report_line(outcome.result.report)
+    return show(outcome, text)

@@ -56,6 +56,14 @@ def fleet(input_path: Path, out: Path) -> Shown:
     return _render("fleet", input_path, out)
 
 
+@report.command(name="node-history")
+@_input
+@_out
+def node_history(input_path: Path, out: Path) -> Shown:
+    """A fleet's node changes, record by record, from 'gpuops nodes history'."""
+    return _render("node-history", input_path, out)
+
+
 @report.command(name="node-update")
 @_input
 @_out

@@ -11,7 +11,10 @@ does the I/O (Ansible, Kubernetes) and asks this module each decision:
   default budget 0 it stops the run);
 - the stop rules (:class:`Run`): a failure in the plan stops the run before any batch; the
   headroom gate refusing a batch stops it there; failed hosts over the failure budget stop it
-  after their batch. A stopped run starts no later batch;
+  after their batch. A stopped run starts no later batch; a host rolled back (or whose
+  rollback failed) counts as failed;
+- the rollback decision (:func:`wants_rollback`) and the cordon after a rollback
+  (:class:`AfterRollback`);
 - the statuses of hosts (:class:`HostStatus`) and batches (:class:`BatchStatus`): the words
   of the JSON result.
 """
@@ -41,6 +44,8 @@ class HostStatus(StrEnum):
     FAILED = "failed"
     NOT_STARTED = "not-started"  # in a batch the run never started
     PLANNED = "planned"  # --check: would change
+    ROLLED_BACK = "rolled-back"  # its change failed; it runs its previous driver again
+    ROLLBACK_FAILED = "rollback-failed"  # its change failed and so did the rollback: broken
 
 
 class BatchStatus(StrEnum):
@@ -56,6 +61,11 @@ class BatchStatus(StrEnum):
 #: the host statuses by their short names (as the records and tests use them)
 CHANGED, UNCHANGED, FAILED = HostStatus.CHANGED, HostStatus.UNCHANGED, HostStatus.FAILED
 NOT_STARTED, PLANNED = HostStatus.NOT_STARTED, HostStatus.PLANNED
+ROLLED_BACK, ROLLBACK_FAILED = HostStatus.ROLLED_BACK, HostStatus.ROLLBACK_FAILED
+#: the statuses that count against the failure budget
+FAILURES = frozenset({FAILED, ROLLED_BACK, ROLLBACK_FAILED})
+#: the Ansible task of the GPU validation (role nvidia_driver, tasks/validate.yml)
+VALIDATION_TASK = "Validate the GPUs"
 _SIZE = re.compile(r"^(?P<n>[0-9]{1,6})(?P<pct>%?)$")
 
 
@@ -137,6 +147,43 @@ def plan(hosts: Sequence[str], policy: Policy) -> list[Batch]:
     return batches
 
 
+class AfterRollback(StrEnum):
+    """The cordon of a node after its successful rollback (``--after-rollback``).
+
+    ``keep-cordoned`` (the default): the node ran its previous driver and passed verification
+    and validation again, but why the change failed is not known yet; a person looks before
+    it takes work (``kubectl uncordon``, or the next run that changes it uncordons it).
+    ``uncordon``: it takes work again at once and gpuops' taint goes."""
+
+    UNCORDON = "uncordon"
+    KEEP_CORDONED = "keep-cordoned"
+
+
+@dataclass(frozen=True)
+class RollbackPolicy:
+    """Whether a host whose change failed is put back to what it ran (``--no-rollback``)."""
+
+    enabled: bool = True
+    after: AfterRollback = AfterRollback.KEEP_CORDONED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "after": str(self.after)}
+
+
+def wants_rollback(
+    policy: RollbackPolicy, *, failed_in_change: bool, before: str | None, wanted: str
+) -> bool:
+    """Whether a failed host is rolled back: rollback on, its change had begun (install,
+    verification or validation failed: not a failed drain or an unreachable host) and what it
+    ran before is known and differs from what it was to run."""
+    return policy.enabled and failed_in_change and bool(before) and before != wanted
+
+
+def is_validation(failed_task: str) -> bool:
+    """Whether a failed task is the GPU validation (Ansible names it ``role : task``)."""
+    return failed_task.rpartition(" : ")[2] == VALIDATION_TASK
+
+
 def over_budget(failed: int, policy: Policy) -> bool:
     return failed > policy.failure_budget
 
@@ -170,8 +217,8 @@ class Run:
 
     def finish(self, statuses: Iterable[str]) -> BatchStatus:
         """A batch ran and its hosts ended with ``statuses``: its status. The run stops when
-        the failed hosts so far are over the failure budget."""
-        failed = sum(1 for s in statuses if s == HostStatus.FAILED)
+        the failed hosts so far (rolled back or not) are over the failure budget."""
+        failed = sum(1 for s in statuses if s in FAILURES)
         self.failed += failed
         if over_budget(self.failed, self.policy):
             self.stopped = (

@@ -22,7 +22,14 @@ def update_text(doc: dict[str, Any]) -> str:
         f"plan: {len(doc['plan'])} batch(es): "
         + "; ".join(f"{b['kind']} {b['index']}: {' '.join(b['hosts'])}" for b in doc["plan"]),
         f"changed {s['changed']}, unchanged {s['unchanged']}, failed {s['failed']}, "
-        f"not started {s['not-started']}" + (f", planned {s['planned']}" if doc["check"] else ""),
+        f"not started {s['not-started']}"
+        + (f", planned {s['planned']}" if doc["check"] else "")
+        + (f", rolled back {s['rolled-back']}" if s.get("rolled-back") else "")
+        + (
+            f", rollback failed {s['rollback-failed']} (left broken)"
+            if s.get("rollback-failed")
+            else ""
+        ),
     ]
     if doc["stopped"]:
         head.append(f"stopped: {doc['stopped']}")

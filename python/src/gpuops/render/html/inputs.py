@@ -284,10 +284,27 @@ RELEASES = Obj(
     },
     required=("environment", "namespace", "releases", "rollback_choices"),
 )
+_NODE_RECORD = Obj(
+    {
+        "number": SCALAR,
+        "fleet": SCALAR,
+        "action": SCALAR,
+        "status": SCALAR,
+        "rollback_of": SCALAR,
+        "groups": Opt(Map(Obj({"before": Opt(Map(SCALAR)), "after": Opt(Map(SCALAR))}))),
+        "hosts": Opt(Map(Obj({"status": SCALAR, "driver_before": SCALAR, "driver_after": SCALAR}))),
+    },
+    required=("number", "status"),
+)
+NODE_HISTORY = Obj(
+    {"fleet": SCALAR, "namespace": SCALAR, "records": List(_NODE_RECORD)},
+    required=("fleet", "records"),
+)
 #: What each page reads, by the command whose result it shows.
 SPECS: dict[str, tuple[Spec, str]] = {
     "capacity": (CAPACITY, "gpuops headroom check --show-nodes"),
     "fleet": (FLEET, "gpuops nodes inspect"),
+    "node-history": (NODE_HISTORY, "gpuops nodes history"),
     "node-update": (NODE_UPDATE, "gpuops nodes update"),
     "releases": (RELEASES, "gpuops release history"),
 }

@@ -15,7 +15,7 @@ from gpuops.fsio import OutDir
 from gpuops.render.html import inputs
 from gpuops.render.html.page import Written
 
-KINDS = ("capacity", "fleet", "node-update", "releases")
+KINDS = ("capacity", "fleet", "node-history", "node-update", "releases")
 
 
 class HtmlPages:
@@ -33,6 +33,10 @@ class HtmlPages:
             from gpuops.render.html import fleet  # noqa: PLC0415
 
             return fleet.write_fleet(result, out)
+        if kind == "node-history":
+            from gpuops.render.html import nodehistory  # noqa: PLC0415
+
+            return nodehistory.write(result, out)
         if kind == "node-update":
             from gpuops.render.html import nodeupdate  # noqa: PLC0415
 

@@ -12,10 +12,14 @@ from gpuops.adapters.kube import KubeClient
 from gpuops.adapters.kube import nodes as kubenodes
 from gpuops.core import rollout
 from gpuops.core.headroom import DEFAULT_RESOURCE
+from gpuops.usecases.nodes import taints
 from gpuops.usecases.nodes.records import HostRecord
 
 FAIL, EVICT = "fail", "evict"
 CORDON_NOTE = "gpuops nodes update"
+#: who sets the ``gpuops.io/gpu-unhealthy`` taint of a host whose change failed
+TAINT_SETTER = "nodes-update"
+UNHEALTHY = "gpuops.io/gpu-unhealthy"
 
 
 @dataclass(frozen=True)
@@ -140,9 +144,20 @@ class Guard:
         r.status, r.reason = rollout.FAILED, reason
         self.say(r.host, f"failed: {reason}")
 
-    def release(self, r: HostRecord) -> None:
+    def taint(self, r: HostRecord, reason: str) -> None:
+        """A host whose change failed: ``gpuops.io/gpu-unhealthy`` with our reason on the node
+        (setter ``nodes-update``), so nothing schedules there even once uncordoned."""
+        if r.node is None:
+            return
+        taints.mark_unhealthy(self.kube, r.node, TAINT_SETTER, reason)
+        r.tainted = True
+        self.say(r.host, f"tainted node {r.node} {UNHEALTHY}: {reason}")
+
+    def release(self, r: HostRecord, *, untaint: bool = False) -> None:
         """After a successful change: the node Ready again, then uncordoned if this run (or an
-        unfinished earlier one) cordoned it."""
+        unfinished earlier one) cordoned it; ``untaint``: our taint goes too (another setter's
+        reason keeps it). A node not Ready fails the host and stays cordoned; one that was
+        rolled back stays ``rolled-back`` (its driver is known), cordoned and tainted."""
         if r.node is None:
             return
         started = time.monotonic()
@@ -151,6 +166,10 @@ class Guard:
         while not info.ready and time.monotonic() < deadline:
             time.sleep(1.0)
             info = kubenodes.get_node(self.kube, r.node)
+        if not info.ready and r.status == rollout.ROLLED_BACK:  # back on its driver: stays so
+            r.reason += "; not Ready; left cordoned"
+            self.say(r.host, f"node {r.node} not Ready after the rollback; left cordoned")
+            return
         if not info.ready:
             self._fail(
                 r,
@@ -158,6 +177,15 @@ class Guard:
                 "change; left cordoned",
             )
             return
+        if untaint:  # our claim goes (also one an earlier run left); another setter's stays
+            gone = taints.release_unhealthy(self.kube, r.node, TAINT_SETTER)
+            if r.tainted:
+                self.say(
+                    r.host,
+                    f"released our {UNHEALTHY} claim on node {r.node}"
+                    + ("" if gone else " (another setter keeps the taint)"),
+                )
+            r.tainted = False
         if r.cordoned and not r.cordoned_before:
             kubenodes.uncordon(self.kube, r.node)
             r.uncordoned = True
