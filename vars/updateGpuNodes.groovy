@@ -9,6 +9,10 @@ import org.gpuops.StepParams
 // before its agent (options { lock(..., variable: 'GPUOPS_FLEET_LOCK') }: then no second one);
 // binds the SSH key into environment variables only (S-25), archives the artifacts folder and
 // publishes the JUnit report (one test case per host). Returns the CLI's result.
+// The CLI's options are parameters too (camelCase), checked by the CLI: validationLevel (1-3,
+// dcgmi diag -r N for every group), rollback (false: --no-rollback), afterRollback
+// ('keep-cordoned', the default, or 'uncordon'). A host left broken (its rollback failed too:
+// exit 6, host-broken) fails the build even with onFailure 'unstable', after the reports.
 @Field final String STEP_NAME = 'updateGpuNodes'
 @Field final List COMMAND = ['nodes', 'update']
 
@@ -30,7 +34,10 @@ Map call(Map config = [:]) {
     Map step = params.step
     List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
                                             kubeconfig: step.kubeconfigCredentialsId)
-    return NodeSteps.run(this, params.cli,
+    Map result = NodeSteps.run(this, params.cli,
         [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
-         allow: ['failed', 'gate-refused'], mode: step.onFailure, fleet: step.fleet])
+         allow: ['failed', 'gate-refused', 'host-broken'], alwaysFail: ['host-broken'],
+         mode: step.onFailure, fleet: step.fleet])
+    NodeSteps.rememberNodeChange(this, STEP_NAME, result)  // S-24: a later promoteTag records it
+    return result
 }

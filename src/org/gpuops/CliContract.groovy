@@ -22,6 +22,7 @@ class CliContract implements Serializable {
         3: 'gate-refused',
         4: 'unreachable',
         5: 'internal',
+        6: 'host-broken',
     ].asImmutable()
 
     /** The verdicts of an error document (gpuops.contract.ERROR_VERDICTS); a result document's is 'ok'. */

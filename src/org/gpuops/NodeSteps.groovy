@@ -48,6 +48,31 @@ class NodeSteps implements Serializable {
         }
     }
 
+    /** Where a node change's record id waits for a later promoteTag of the same build (S-24). */
+    static final String NODE_CHANGE_VARIABLE = 'GPUOPS_NODE_CHANGE'
+    /** A node change history record id as the CLI writes it: <fleet>-<number>, or a number. */
+    static final String NODE_CHANGE_ID = /([a-z0-9]([a-z0-9.-]{0,88}[a-z0-9])?-)?[0-9]{1,10}/
+
+    /**
+     * After a node change: its node history record id (the result's `record`) into
+     * env.GPUOPS_NODE_CHANGE, so that promoteTag later in the same build records it with the
+     * release (`release promote --node-change`). A run that wrote no record (a check, no
+     * Kubernetes) leaves the variable as it was; an id of another shape is not passed on.
+     */
+    static void rememberNodeChange(Object script, String stepName, Map result) {
+        Object id = result?.record
+        if (id == null) {
+            return
+        }
+        if (!(id instanceof String) || !(id ==~ NODE_CHANGE_ID)) {
+            script.echo("[${stepName}] the node change record id is not of the known shape; not passed on to " +
+                'promoteTag')
+            return
+        }
+        script.env[NODE_CHANGE_VARIABLE] = id
+        script.echo("[${stepName}] node change record ${id}: a later promoteTag in this build records it (S-24)")
+    }
+
     /** The workspace folder a step's reports go to, unless the caller chose one. */
     @NonCPS
     static String reportDir(Object chosen, String stepName, Object buildNumber) {
@@ -58,7 +83,8 @@ class NodeSteps implements Serializable {
      * One node step's call: gpuopsExec with the SSH key bound (a change under the fleet's lock,
      * `spec.fleet` set; an inspection without); then the artifacts folder archived, its JUnit
      * report published, its page shown where the HTML Publisher plugin is installed, and the
-     * outcome settled by `mode` (fail, unstable). `folder` is the CLI option naming the
+     * outcome settled by `mode` (fail, unstable; a category in `spec.alwaysFail` fails the
+     * build whatever the mode, after the reports are published). `folder` is the CLI option naming the
      * artifacts folder (artifacts_dir, report_dir); the step is the script of its vars/ file
      * (STEP_NAME, COMMAND).
      */
@@ -80,7 +106,9 @@ class NodeSteps implements Serializable {
         script.archiveArtifacts(artifacts: "${dir}/**", allowEmptyArchive: true)
         script.junit(testResults: "${dir}/*-junit.xml", allowEmptyResults: true)
         Reports.publish(script, stepName, [dir: dir, page: spec.page, title: spec.title])
-        StepParams.settle(script, stepName, outcome, spec.mode as String)
+        List alwaysFail = (spec.alwaysFail ?: []) as List
+        String mode = alwaysFail.contains(outcome.error?.category) ? 'fail' : spec.mode as String
+        StepParams.settle(script, stepName, outcome, mode)
         return outcome.result
     }
 

@@ -31,14 +31,34 @@ class ReleaseFlow implements Serializable {
         checkout: 'boolean', approvalTimeoutMinutes: 'int',
     ].asImmutable()
 
+    /** rollbackRelease's own parameters beside these: what its nodes need (withNodes: true). */
+    static final Map NODE_DEFAULTS = [
+        sshCredentialsId       : null,  // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
+        knownHostsCredentialsId: null,  // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
+        fleet                  : null,  // the fleet's name for its lock; unset: the inventory's normalised path
+    ].asImmutable()
+
+    static final Map NODE_TYPES = [
+        sshCredentialsId: 'string', knownHostsCredentialsId: 'string', fleet: 'string',
+    ].asImmutable()
+
+    static final List PROMOTE = ['release', 'promote'].asImmutable()
+
     /** A release step (promoteTag, rollbackRelease: a vars/ script with STEP_NAME, COMMAND and
      * this class's DEFAULTS and TYPES): its parameters, then run() with gpuopsExec. */
     static Map step(Object script, Map config) {
         Map params = StepParams.prepare(script, config)
+        // rollbackRelease(withNodes: true) reaches the nodes over SSH too (S-25: env only)
         List credentials = Credentials.bindings(kubeconfig: params.step.kubeconfigCredentialsId,
-                                                registry: params.step.registryCredentialsId)
+                                                registry: params.step.registryCredentialsId,
+                                                ssh: params.step.sshCredentialsId,
+                                                knownHosts: params.step.knownHostsCredentialsId)
         String stepName = script.STEP_NAME
         List command = script.COMMAND
+        if (command == PROMOTE && !params.cli.containsKey('node_change') && script.env[NodeSteps.NODE_CHANGE_VARIABLE]) {
+            // S-24: the node change updateGpuNodes made earlier in this build goes on the record
+            params.cli.node_change = script.env[NodeSteps.NODE_CHANGE_VARIABLE].toString()
+        }
         return run(script, stepName, params.step, params.cli) { Map values ->
             script.gpuopsExec(stepName: stepName, command: command, params: values, credentials: credentials).result
         }
@@ -58,6 +78,8 @@ class ReleaseFlow implements Serializable {
             script.error("[${stepName}] call ${stepName} outside node { }: it takes an agent only while the " +
                 'CLI runs, never while a person approves (invalid-input)')
         }
+        // withNodes: the fleet's lock too, checked before anything runs
+        Map fleetLock = cli.with_nodes ? withFleet(script, stepName, cli.inventory, step.fleet) : [:]
         Map asked = new LinkedHashMap(cli)
         List<String> requesters = FourEyes.requesters(script)
         if (requesters) {
@@ -73,10 +95,30 @@ class ReleaseFlow implements Serializable {
             params.approved_by = approve(script, stepName, step, plan, requesters)
         }
         Map result = null
-        script.lock(resource: plan.lock.resource) {
+        script.lock([resource: plan.lock.resource] + fleetLock) {
             result = onAgent(script, step) { exec(params) }
         }
         return result
+    }
+
+    /**
+     * rollbackRelease(withNodes: true) changes nodes too: the fleet's lock ({@link FleetLock})
+     * is taken with the target's in one `lock` step (`extra`, returned here: both or neither,
+     * so no two builds each hold one and wait for the other), outside any agent. A build that
+     * holds the fleet's lock already (GPUOPS_FLEET_LOCK) takes only the target's; one that
+     * holds another fleet's fails.
+     */
+    static Map withFleet(Object script, String stepName, Object inventory, Object fleet) {
+        String name = NodeSteps.lockOf(script, stepName, inventory, fleet)
+        List<String> held = FleetLock.held(script.env[FleetLock.VARIABLE])
+        if (held.contains(name)) {
+            return [:]
+        }
+        if (held) {
+            script.error("[${stepName}] this build holds ${held.join(', ')}, but the inventory is ${name}: lock " +
+                'the fleet the rollback changes (invalid-input)')
+        }
+        return [extra: [[resource: name]]]
     }
 
     static String approve(Object script, String stepName, Map step, Map plan, List<String> requesters) {
@@ -85,7 +127,10 @@ class ReleaseFlow implements Serializable {
         Map wanted = plan.wanted ?: [:]
         String what = [wanted.tag, wanted.model ? "model ${wanted.model}" : null].findAll().join(', ')
         String by = requesters ? " Requested by ${requesters.join(', ')}, who cannot approve it." : ''
-        Map args = [message: "${plan.action} ${what} to ${plan.environment}? Every gate passed.${by}".toString(),
+        Map nodes = plan.nodes ?: [:]
+        String first = nodes.record ? " The nodes go back to node record ${nodes.record} first." : ''
+        Map args = [message: "${plan.action} ${what} to ${plan.environment}${first ? ' with its nodes' : ''}? " +
+                    "Every gate passed.${first}${by}".toString(),
                     ok: 'Release']
         if (approval.approvers) {
             args.submitter = approval.approvers.join(',')

@@ -218,6 +218,10 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
         "APP_ENV": ["production"],
         "ROLLBACK_TO": ["(choose)", "previous", "1.4.0", "1.3.0"],  # production: no default
     }
+    assert {
+        p.findtext("name"): p.findtext("defaultValue")
+        for p in rollback.iter("hudson.model.BooleanParameterDefinition")
+    } == {"WITH_NODES": "false"}, "S-24: the nodes go back only when asked"
     release = ET.fromstring(jenkins.stored["ai/infer-release"].split("\n", 1)[1])  # noqa: S314
     assert {
         p.findtext("name"): [s.text for s in p.iter("string")]
@@ -280,6 +284,36 @@ def test_check_prints_the_diff_and_writes_nothing(jenkins: Replay, config: Path)
     [changed] = [j for j in out.jobs if j.action != "unchanged"]
     assert (changed.path, changed.action) == ("ai/infer-rollback-staging", "would-update")
     assert "-              <string>1.5.0</string>" in changed.diff
+
+
+def test_a_rollback_job_without_with_nodes_is_drift_that_check_names(
+    jenkins: Replay, config: Path
+) -> None:
+    """A rollback job made before S-24 lacks WITH_NODES: --check says so, an update adds it."""
+    jenkins.start_of_apply()
+    for job in JOBS:
+        jenkins.creates(job)
+    apply(jenkins, config)
+    jenkins.keep_posted()
+    old = ET.fromstring(jenkins.stored["ai/infer-rollback-staging"].split("\n", 1)[1])  # noqa: S314
+    definitions = old.find(
+        "properties/hudson.model.ParametersDefinitionProperty/parameterDefinitions"
+    )
+    assert definitions is not None
+    [flag] = definitions.findall("hudson.model.BooleanParameterDefinition")
+    definitions.remove(flag)
+    jenkins.stored["ai/infer-rollback-staging"] = as_jenkins_stores(ET.tostring(old, "unicode"))
+    jenkins.seen.clear()
+    jenkins.start_of_apply()
+    for job in JOBS:
+        jenkins.reads_config(job)
+
+    out = apply(jenkins, config, check=True)
+
+    assert jenkins.problems == [] and jenkins.expected == []
+    [changed] = [j for j in out.jobs if j.action != "unchanged"]
+    assert (changed.path, changed.action) == ("ai/infer-rollback-staging", "would-update")
+    assert "+          <name>WITH_NODES</name>" in changed.diff, changed.diff
 
 
 def test_after_declarative_runs_check_is_quiet_and_an_update_keeps_jenkins_elements(

@@ -17,11 +17,14 @@ import click
 
 from gpuops.cli.base import GpuOpsGroup, Runtime, Shown, pass_runtime, show
 from gpuops.cli.common import cluster_options, http_url, report_dir_option, report_line
+from gpuops.cli.nodes import _pattern as host_pattern
+from gpuops.cli.nodes import known_hosts_option
 from gpuops.cli.options import renamed
-from gpuops.cli.types import Integer, Text
+from gpuops.cli.types import Choice, Integer, Text
 from gpuops.core.imageref import check_git_revision, check_tag
 from gpuops.core.kubeinput import dns_label
 from gpuops.core.releaseconfig import DEFAULT_FILE, check_model_version
+from gpuops.core.releasehistory import NODE_CHANGE_ENV, check_node_change
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
@@ -164,6 +167,14 @@ def release() -> None:
     type=Text("commit", check_git_revision),
     help="The commit the image was built from.",
 )
+@click.option(
+    "--node-change",
+    envvar=NODE_CHANGE_ENV,
+    type=Text("record", check_node_change),
+    help="The node change record made in the same build, e.g. gpu-prod-7: recorded "
+    "with the release, so that rollback --with-nodes restores the nodes too [env: "
+    f"{NODE_CHANGE_ENV}, which updateGpuNodes sets].",
+)
 @_who_options
 @pass_runtime
 def promote(
@@ -174,6 +185,7 @@ def promote(
     tag: str | None,
     model: str | None,
     git_revision: str | None,
+    node_change: str | None,
     dry_run: bool,
     **who: Any,
 ) -> Shown:
@@ -187,7 +199,7 @@ def promote(
         _target(environment, config, cluster),
         tag=tag,
         model=model,
-        who=_who(git_revision=git_revision, **who),
+        who=_who(git_revision=git_revision, node_change=node_change or None, **who),
         dry_run=dry_run,
     )
     return _released(releases.promote(request, _deps(runtime)))
@@ -202,6 +214,47 @@ def promote(
     type=Text("tag", _to),
     help="Go back to this tag from the history ('previous' means --previous).",
 )
+@click.option(
+    "--with-nodes",
+    is_flag=True,
+    help="First put the nodes back to the node change record that release ran with ("
+    "canary, batches, validation), then the image; the compat gate judges the drivers they "
+    "will have. Needs --inventory. A release without a node record is refused (exit 3).",
+)
+@click.option(
+    "-i",
+    "--inventory",
+    type=Text("path"),
+    help="With --with-nodes: the Ansible inventory of the environment's GPU nodes.",
+)
+@click.option(
+    "-l",
+    "--limit",
+    type=Text("pattern", host_pattern),
+    help="With --with-nodes: an Ansible host pattern narrowing the nodes (e.g. gpu_h800).",
+)
+@click.option(
+    "--gpu-pods-timeout",
+    default=3600,
+    show_default=True,
+    type=Integer(min=0, max=7 * 86400),
+    help="With --with-nodes: seconds to wait for running GPU pods on a cordoned node to "
+    "finish (the application's own serving pods never do: see --on-timeout).",
+)
+@click.option(
+    "--on-timeout",
+    default="fail",
+    show_default=True,
+    type=Choice(["fail", "evict"]),
+    help="With --with-nodes: when GPU pods outlive the wait, fail the host or evict them.",
+)
+@known_hosts_option
+@click.option(
+    "--artifacts-dir",
+    type=Text("path"),
+    help="With --with-nodes: folder for the nodes rollback's reports "
+    "[default: ./gpuops-artifacts/...].",
+)
 @_who_options
 @pass_runtime
 def rollback(
@@ -211,18 +264,52 @@ def rollback(
     cluster: Any,
     previous: bool,
     to: str | None,
+    with_nodes: bool,
+    inventory: str | None,
+    limit: str | None,
+    gpu_pods_timeout: int,
+    on_timeout: str,
+    known_hosts: str | None,
+    artifacts_dir: str | None,
     dry_run: bool,
     **who: Any,
 ) -> Shown:
     """Restore an earlier release from the history: its digest and model version, no rebuild,
-    through the same gates, lock and history as a promotion."""
+    through the same gates, lock and history as a promotion. With --with-nodes the nodes go
+    back first; when they do not, the image is not touched (the exit code is the nodes')."""
     from gpuops.usecases import releases  # noqa: PLC0415
-    from gpuops.usecases.releases.model import RollbackRequest  # noqa: PLC0415
+    from gpuops.usecases.releases.model import NodesScope, RollbackRequest  # noqa: PLC0415
 
     if previous == (to is not None):
         raise InvalidInput("give exactly one of --previous and --to TAG", field="to")
+    scope = None
+    if with_nodes:
+        if not inventory:
+            raise InvalidInput(
+                "--with-nodes needs --inventory: the inventory of the nodes to put back",
+                field="inventory",
+            )
+        scope = NodesScope(
+            inventory, limit, known_hosts, artifacts_dir, gpu_pods_timeout, on_timeout
+        )
+    else:
+        for name, given in (
+            ("inventory", inventory),
+            ("limit", limit),
+            ("artifacts_dir", artifacts_dir),
+        ):
+            if given:
+                option = "--" + name.replace("_", "-")
+                raise InvalidInput(
+                    f"{option} is for --with-nodes only: without it no node changes",
+                    field=name,
+                )
     request = RollbackRequest(
-        _target(environment, config, cluster), to or "previous", who=_who(**who), dry_run=dry_run
+        _target(environment, config, cluster),
+        to or "previous",
+        who=_who(**who),
+        dry_run=dry_run,
+        with_nodes=scope,
     )
     return _released(releases.rollback(request, _deps(runtime)))
 

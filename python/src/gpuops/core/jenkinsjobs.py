@@ -9,8 +9,9 @@ the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
 * ``<name>-release``: ``APP_IMAGE_TAG``, ``APP_ENV`` (the environments), ``APP_MODEL_VERSION``,
   ``APP_NODE_CHANGE`` and ``APP_NODE_LIMIT`` (the node change of the version, S-24);
 * ``<name>-rollback-<environment>``, one per environment: ``ROLLBACK_TO``, whose choices are
-  ``previous`` and the tags of that environment's real release history, newest first, and
-  ``ROLLBACK_REASON``.
+  ``previous`` and the tags of that environment's real release history, newest first,
+  ``ROLLBACK_REASON`` and ``WITH_NODES`` (a boolean, off: the nodes go back to the release's
+  node change record first, S-24).
 
 Jenkins offers a choice's first choice as its default, so no default deploys to production:
 APP_ENV always starts with ``(choose)`` (the Jenkinsfile's stage Job refuses it), and a
@@ -52,7 +53,7 @@ class JobsConfig:
 
 @dataclass(frozen=True)
 class Parameter:
-    kind: str  # string | choice
+    kind: str  # string | choice | boolean (default "true" or "false")
     name: str
     description: str
     choices: tuple[str, ...] = ()
@@ -227,6 +228,14 @@ def jobs(
                         (*first, "previous", *tags),
                     ),
                     Parameter("string", "ROLLBACK_REASON", "Why (recorded in the history)."),
+                    Parameter(
+                        "boolean",
+                        "WITH_NODES",
+                        "Put the GPU nodes back first to the node change record that release "
+                        "ran with (S-24: canary, batches, validation), then the image; a "
+                        "release without one is refused. Off: the image only.",
+                        default="false",
+                    ),
                 ),
                 environment=env,
             )

@@ -11,6 +11,7 @@ really happened and finish the record: :func:`reconcile`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -34,11 +35,29 @@ INTERRUPTED = "interrupted"  # reached the cluster, but nobody saw the rollout f
 STATUSES = (PENDING, SUCCEEDED, FAILED, ABORTED, INTERRUPTED)
 ACTIONS = ("promote", "rollback")
 PREVIOUS = "previous"
+#: Where the updateGpuNodes step leaves its node change's record id for a later promoteTag of
+#: the same build (``release promote --node-change`` defaults to it).
+NODE_CHANGE_ENV = "GPUOPS_NODE_CHANGE"
+#: A node change history record's id: its number, or ``<fleet>-<number>`` (lower case letters,
+#: digits, '.', '-'; at most 100 characters). Checked where it is given and where it is read.
+NODE_CHANGE_ID = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]{0,88}[a-z0-9])?-)?[0-9]{1,10}")
 
 
 def now_iso(ts: float | None = None) -> str:
     moment = datetime.now(UTC) if ts is None else datetime.fromtimestamp(ts, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_node_change(value: str, what: str = "--node-change") -> str:
+    """A node change record id (:data:`NODE_CHANGE_ID`), or InvalidInput naming ``what``."""
+    if not NODE_CHANGE_ID.fullmatch(value):
+        raise InvalidInput(
+            f"{what}: {shown(value, 40)} is not a node change record id (its number, e.g. 7, "
+            "or <fleet>-<number>, e.g. gpu-prod-7)",
+            hint="the id 'gpuops nodes history' shows, or that 'nodes update' printed",
+            field="node_change",
+        )
+    return value
 
 
 @dataclass
@@ -64,6 +83,8 @@ class Release:
     rolled_back_by: int | None = None  # a later rollback replaced this release
     registry_tag: str | None = None  # the environment's tag, moved to this digest
     note: str | None = None
+    #: the node change made in the same build (S-24): its node change history record's id
+    node_change: str | None = None
 
     @property
     def label(self) -> str:
@@ -99,6 +120,7 @@ _TEXT = frozenset(
         "link",
         "registry_tag",
         "note",
+        "node_change",
     }
 )
 _NUMBERS = frozenset({"number", "previous", "rolled_back_to", "rolled_back_by"})

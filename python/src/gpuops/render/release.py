@@ -73,6 +73,8 @@ class ReleaseShown(Protocol):
     def reconciled(self) -> Sequence[Mapping[str, Any]]: ...
     @property
     def notes(self) -> Sequence[str]: ...
+    @property
+    def nodes(self) -> Mapping[str, Any] | None: ...  # rollback --with-nodes: the nodes' part
 
 
 class HistoryShown(Protocol):
@@ -165,6 +167,13 @@ def release_text(out: ReleaseShown) -> str:
         lines.extend(_explanation(out.explanation))
     if out.restore is not None:
         lines.append(f"  restore:  {out.restore.state} after {out.restore.seconds:.1f}s")
+    if out.nodes is not None:
+        n = out.nodes
+        lines.append(f"  nodes:    {n['state']}: {n['message']}")
+        if n.get("failed"):
+            lines.append(f"    hosts that did not go back: {', '.join(n['failed'])}")
+    if out.record is not None and out.record.node_change:
+        lines.append(f"  node change: record {out.record.node_change}")
     lines.extend(f"  note:     {n}" for n in out.notes)
     label = f"release #{out.record.number} " if out.record else ""
     lines.append(f"{label}{_STATE_WORDS.get(out.state, out.state)}")
@@ -195,7 +204,7 @@ def _row(r: Release, current: int | None) -> str:
     return (
         f"{mark}{r.number:<4} {r.action:<9} {r.tag or '-':<24} {_short(r.digest):<12} "
         f"{r.model or '-':<12} {what:<36} {r.started:<20} {asked:<16} {approved:<16} "
-        f"{r.reason or ''}"
+        f"{r.node_change or '-':<16} {r.reason or ''}"
     )
 
 
@@ -205,7 +214,7 @@ def history_table(out: HistoryShown) -> str:
         f"releases of {e.name} ({e.namespace}/{','.join(e.deployments)} on {out.server}), "
         "newest first",
         f" {'#':<4} {'ACTION':<9} {'TAG':<24} {'DIGEST':<12} {'MODEL':<12} {'STATUS':<36} "
-        f"{'STARTED':<20} {'REQUESTED BY':<16} {'APPROVED BY':<16} REASON",
+        f"{'STARTED':<20} {'REQUESTED BY':<16} {'APPROVED BY':<16} {'NODE CHANGE':<16} REASON",
     ]
     current = out.current.number if out.current else None
     lines.extend(_row(r, current) for r in out.records)

@@ -79,6 +79,27 @@ class PromoteTagTest extends GpuOpsPipelineTest {
     static final List<String> WHO = ['requested_by', 'approved_by', 'dry_run']
 
     @Test
+    void theNodeChangeUpdateGpuNodesLeftInTheBuildGoesOnTheRecord() {
+        env.GPUOPS_NODE_CHANGE = 'gpu-prod-7'
+
+        runStep('promoteTag', [environment: 'production', tag: '1.4.0'])
+
+        assertEquals('the dry run and the release', ['gpu-prod-7', 'gpu-prod-7'], calls*.node_change)
+    }
+
+    @Test
+    void aNodeChangeGivenToTheStepWinsAndNoneIsSentWithoutOne() {
+        env.GPUOPS_NODE_CHANGE = 'gpu-prod-7'
+        runStep('promoteTag', [environment: 'production', tag: '1.4.0', nodeChange: 'gpu-prod-9'])
+        assertEquals(['gpu-prod-9', 'gpu-prod-9'], calls*.node_change)
+
+        calls.clear()
+        env.remove('GPUOPS_NODE_CHANGE')
+        runStep('promoteTag', [environment: 'production', tag: '1.4.0'])
+        assertFalse(calls.any { it.containsKey('node_change') })
+    }
+
+    @Test
     void theRequesterAndTheApproverBothReachTheCli() {
         startedBy('alice')
 

@@ -46,6 +46,69 @@ class RollbackReleaseTest extends GpuOpsPipelineTest {
         assertEquals(1, locks.size())
     }
 
+    static final String FLEET = 'gpuops-fleet:inventory:deploy/inventory/production'
+    static final String KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nsecretKEYmaterial\n-----END OPENSSH PRIVATE KEY-----\n'
+
+    @Test
+    void withNodesTakesTheFleetsLockWithTheTargetsAndBindsTheSshKeyAsEnvironmentOnly() {
+        credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']
+        credentialStore.'gpu-known-hosts' = [content: 'gpu-h800-01 ssh-ed25519 AAAAC3Nza\n']
+        plan.nodes = [record: 'gpu-prod-7', state: 'planned']
+
+        runStep('rollbackRelease', [environment: 'production', to: '1.3.0', withNodes: true,
+                                    inventory: 'deploy/inventory/production', sshCredentialsId: 'ansible-key',
+                                    knownHostsCredentialsId: 'gpu-known-hosts'])
+
+        assertEquals([[with_nodes: true, inventory: 'deploy/inventory/production', dry_run: true],
+                      [with_nodes: true, inventory: 'deploy/inventory/production']],
+            calls.collect { it.findAll { it.key in ['with_nodes', 'inventory', 'dry_run'] } })
+        assertEquals('both locks in one lock step, after the approval',
+            [[resource: plan.lock.resource, extra: [[resource: FLEET]]]], locks)
+        assertTrue(inputs[0].message.toString(), inputs[0].message.startsWith(
+            'rollback 1.3.0 to production with its nodes? Every gate passed. The nodes go back to node record ' +
+                'gpu-prod-7 first.'))
+        assertEquals([['GPUOPS_SSH_KEY_FILE', 'GPUOPS_SSH_USER', 'GPUOPS_KNOWN_HOSTS']] * 2, boundVariables)
+        commandCalls().each { Map call ->
+            String params = files.get(call.env.GPUOPS_PARAMS_FILE)
+            assertFalse(params, params.contains('secretKEYmaterial') || params.contains('ansible-key'))
+            assertFalse(call.script.contains('secretKEYmaterial'))
+        }
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void withNodesInABuildThatHoldsTheFleetTakesOnlyTheTargetsLock() {
+        env.GPUOPS_FLEET_LOCK = FLEET
+
+        runStep('rollbackRelease', [environment: 'production', to: '1.3.0', withNodes: true,
+                                    inventory: './deploy/inventory/production/'])
+
+        assertEquals([[resource: plan.lock.resource]], locks)
+    }
+
+    @Test
+    void withNodesInABuildThatHoldsAnotherFleetFailsBeforeAnythingRuns() {
+        env.GPUOPS_FLEET_LOCK = 'gpuops-fleet:inventory:deploy/inventory/staging'
+
+        String message = runStepExpectingError('rollbackRelease', [environment: 'production', to: '1.3.0',
+                                                                   withNodes: true, inventory: 'deploy/inventory/production'])
+
+        assertTrue(message, message.startsWith('[rollbackRelease] this build holds gpuops-fleet:inventory:deploy/' +
+            'inventory/staging, but the inventory is ' + FLEET))
+        assertTrue('not even the dry run', calls.isEmpty())
+        assertTrue(locks.isEmpty())
+    }
+
+    @Test
+    void withoutWithNodesNoFleetIsLockedAndNoNodeParameterIsSent() {
+        runStep('rollbackRelease', [environment: 'production', to: '1.3.0'])
+
+        assertEquals([[resource: plan.lock.resource]], locks)
+        assertFalse(calls.any { it.containsKey('with_nodes') || it.containsKey('inventory') })
+        assertEquals('rollback 1.3.0 to production? Every gate passed. Requested by developer, who cannot approve it.',
+            inputs[0].message.toString())
+    }
+
     @Test
     void previousIsPassedOnAsTheCliSaysIt() {
         runStep('rollbackRelease', [environment: 'production', to: 'previous'])

@@ -49,6 +49,27 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     static final String FLEET = 'gpuops-fleet:inventory:ansible/inventory/production'
 
     @Test
+    void theNodeHistoryRecordOfTheRunIsLeftForALaterPromoteTag() {
+        cliSucceeds(WORDS, DONE + [record: 'gpu-prod-12'])
+
+        runStep('updateGpuNodes', [inventory: 'ansible/inventory/production'])
+
+        assertEquals('gpu-prod-12', env.GPUOPS_NODE_CHANGE)
+        assertTrue(echoed.toString(), echoed.contains(
+            '[updateGpuNodes] node change record gpu-prod-12: a later promoteTag in this build records it (S-24)'))
+    }
+
+    @Test
+    void aRunWithoutARecordOrWithAnIdOfAnotherShapeLeavesTheVariableAsItWas() {
+        env.GPUOPS_NODE_CHANGE = 'gpu-prod-11'
+        [DONE + [record: null], DONE, DONE + [record: 'x; rm -rf /'], DONE + [record: 12]].each { Map result ->
+            cliSucceeds(WORDS, result)
+            runStep('updateGpuNodes', [inventory: 'ansible/inventory/production'])
+            assertEquals(result.toString(), 'gpu-prod-11', env.GPUOPS_NODE_CHANGE)
+        }
+    }
+
+    @Test
     void everySpellingOfOneInventoryIsOneLock() {
         cliSucceeds(WORDS, DONE)
         ['ansible/inventory/production', './ansible/inventory/production/', 'ansible//inventory/./production',
@@ -150,6 +171,58 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
                        allowMissing: true]], published)
         assertEquals('the folder is archived once', 1, archived.size())
         assertJobStatusUnstable()
+    }
+
+    @Test
+    void theValidationAndRollbackOptionsReachTheCliAsGiven() {
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', validationLevel: 2, rollback: false,
+                                   afterRollback: 'uncordon'])
+
+        assertEquals([inventory: 'inv', validation_level: 2, rollback: false, after_rollback: 'uncordon',
+                      artifacts_dir: 'gpuops-artifacts/updateGpuNodes-local'], paramsOfLastCall())
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void aMisspelledRollbackParameterIsRefusedBeforeTheCliRuns() {
+        cliSucceeds(WORDS, DONE)
+
+        String message = runStepExpectingError('updateGpuNodes', [inventory: 'inv', noRollback: true])
+
+        assertTrue(message, message.startsWith('[updateGpuNodes] unknown parameter(s) noRollback; known parameters: ') &&
+            message.contains('afterRollback') && message.contains('rollback, ') && message.contains('validationLevel') &&
+            message.endsWith('(invalid-input)'))
+        assertTrue('nothing ran', commandCalls().isEmpty())
+    }
+
+    static final Map BROKEN = [
+        message : '1 rollback(s) failed, left broken: gpu-h800-01; 1 never started (1 host(s) failed, over the ' +
+            'failure budget of 0)',
+        category: 'host-broken',
+        hint    : 'a host left broken stays cordoned and tainted (gpuops.io/gpu-unhealthy): repair it by hand ' +
+            'before it takes work; failed hosts stay cordoned; fix them and run again: it resumes',
+    ]
+
+    @Test
+    void aHostLeftBrokenFailsTheBuildEvenWhenFailuresMakeItUnstableAfterTheReports() {
+        env.BUILD_NUMBER = '45'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put('gpuops-artifacts/updateGpuNodes-45/node-update.html', '<!doctype html>')
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'nodes update', error: BROKEN + [exit_code: 6],
+                 result: [changed: [], failed: [], rollback_failed: ['gpu-h800-01'], not_started: ['gpu-h800-02']]]))
+            return 6
+        }
+
+        String message = runStepExpectingError('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable'])
+
+        assertTrue(message, message.startsWith("[updateGpuNodes] ${BROKEN.message} (host-broken)".toString()))
+        assertEquals('the reports are published first', 1, published.size())
+        assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-45/**', allowEmptyArchive: true]], archived)
+        assertEquals([[testResults: 'gpuops-artifacts/updateGpuNodes-45/*-junit.xml', allowEmptyResults: true]],
+            junitReports)
     }
 
     @Test

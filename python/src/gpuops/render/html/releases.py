@@ -76,6 +76,7 @@ def _row(r: Mapping[str, Any], current: Any) -> dict[str, Any]:
         "digest": digest[:19],
         "digest_full": digest,
         "model": r.get("model") or "",
+        "node_change": str(r.get("node_change") or ""),
         "started": r.get("started", ""),
         "finished": r.get("finished") or "",
         "who": ", ".join(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from gpuops.adapters.kube import KubeClient
-from gpuops.core.cuda import CompatResult, Version, check_class, node_driver
+from gpuops.core.cuda import DRIVER_LABEL, CompatResult, Version, check_class, node_driver
 from gpuops.core.imageref import ImageRef
 from gpuops.errors import GateRefused, InvalidInput
 from gpuops.usecases.cluster import Cluster
@@ -42,6 +42,9 @@ class CompatRequest:
     platform: str = "linux/amd64"
     access: RegistryAccess = field(default_factory=RegistryAccess)
     cluster: Cluster = field(default_factory=Cluster)
+    #: node -> driver version it will run (a release rollback with its nodes): judged instead
+    #: of that node's driver labels
+    planned_drivers: Mapping[str, str] = field(default_factory=dict)
 
 
 _VERDICTS = ["ok", "minor-compat", "too-old", "no-driver", "unknown", "not-applicable"]
@@ -232,6 +235,8 @@ def _check(request: CompatRequest, connect: Callable[[Cluster], KubeClient] | No
         nodes = _class_nodes(kube, request.node_selector)
     finally:
         kube.close()
+    planned = request.planned_drivers
+    nodes = [(n, {DRIVER_LABEL: planned[n]} if n in planned else labels) for n, labels in nodes]
     if not nodes:
         shown = ",".join(f"{k}={v}" for k, v in request.node_selector.items())
         raise InvalidInput(

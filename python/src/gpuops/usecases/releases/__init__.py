@@ -10,7 +10,7 @@ from gpuops.core import releasehistory as hist
 from gpuops.core.releasepatch import image_ref, split_image
 from gpuops.errors import InvalidInput
 from gpuops.usecases.outcome import Outcome
-from gpuops.usecases.releases import config
+from gpuops.usecases.releases import config, withnodes
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Context, Deps, run
 from gpuops.usecases.releases.gates import Gate, digest_gate, image_gate
@@ -54,13 +54,17 @@ def promote(request: m.PromoteRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     return run(env, "promote", request.target, request.who, request.dry_run, choose, deps)
 
 
-def rollback(request: m.RollbackRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
+def rollback(
+    request: m.RollbackRequest, deps: Deps, nodes: withnodes.NodeSide | None = None
+) -> Outcome[m.ReleaseOutcome]:
     """Go back to the previous release, or to a tag from the history: no rebuild, the
-    recorded digest and model version, through the same gates."""
+    recorded digest and model version, through the same gates. ``with_nodes``: the nodes go
+    back to the node record that release ran with first (:mod:`.withnodes`; ``nodes``: how
+    the node history is reached, for tests)."""
     env = config.load(request.target.config).environment(request.target.environment)
     deps = deps.for_env(env)
 
-    def choose(ctx: Context) -> tuple[m.Wanted | None, list[Gate]]:
+    def pick(ctx: Context) -> hist.Release:
         if request.to == hist.PREVIOUS:
             source = hist.previous(ctx.records, ctx.current)
             if source is None:
@@ -69,8 +73,14 @@ def rollback(request: m.RollbackRequest, deps: Deps) -> Outcome[m.ReleaseOutcome
                     hint="see 'gpuops release history'",
                     field="to",
                 )
-        else:
-            source = hist.find_tag(ctx.records, request.to, ctx.current)
+            return source
+        return hist.find_tag(ctx.records, request.to, ctx.current)
+
+    if request.with_nodes is not None:
+        return withnodes.rollback(env, request, deps, pick, nodes)
+
+    def choose(ctx: Context) -> tuple[m.Wanted | None, list[Gate]]:
+        source = pick(ctx)
         assert source.tag is not None and source.digest is not None  # noqa: S101 - candidates have both
         gate = digest_gate(deps.registry, env, source.tag, source.digest)
         image = image_ref(env.image, source.tag, source.digest)

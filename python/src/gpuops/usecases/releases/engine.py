@@ -101,18 +101,9 @@ def run(
     t0 = out.t0
     out.lock = {"resource": m.lock_resource(kube.server, env)}
     try:
-        same = four_eyes_refusal(env.name, who)  # before anything is read or changed
-        if same is not None:
-            return _refused(out, same)
-        if env.approval.required and not who.approved_by and not dry_run:
-            who_may = ", ".join(env.approval.approvers) or "an approver"
-            return _refused(
-                out,
-                GateRefused(
-                    f"{env.name} requires an approval ({who_may}) and none was given",
-                    hint="approve it in the pipeline (promoteTag asks) or pass --approved-by",
-                ),
-            )
+        said_no = approval_refusal(env, who, dry_run)  # before anything is read or changed
+        if said_no is not None:
+            return _refused(out, said_no)
         live = steps.read_live(kube, env)
         store = HistoryStore(kube, env)
         records = store.read()
@@ -161,6 +152,20 @@ def run(
         kube.close()
 
 
+def approval_refusal(env: Environment, who: m.Who, dry_run: bool) -> GateRefused | None:
+    """Four eyes, then the approval an environment requires (not asked of a dry run)."""
+    same = four_eyes_refusal(env.name, who)
+    if same is not None:
+        return same
+    if env.approval.required and not who.approved_by and not dry_run:
+        who_may = ", ".join(env.approval.approvers) or "an approver"
+        return GateRefused(
+            f"{env.name} requires an approval ({who_may}) and none was given",
+            hint="approve it in the pipeline (promoteTag asks) or pass --approved-by",
+        )
+    return None
+
+
 def _gates(
     lend: Callable[[Cluster], KubeClient],
     env: Environment,
@@ -171,10 +176,15 @@ def _gates(
     deps: Deps,
     out: m.ReleaseOutcome,
 ) -> Gate | None:
-    """The gates after the image's, on this run's connection: compat (a new image only), then
-    headroom; returns the first gate that did not pass."""
+    """The gates after the image's, on this run's connection: compat (a new image only; against
+    the drivers the nodes will run where the release brings its nodes back, ``wanted.drivers``),
+    then headroom; returns the first gate that did not pass."""
     if wanted.digest and any(x.content.image != wanted.image for x in live):
-        out.gates.append(deps.registry.compat(env, wanted.digest, cluster, lend))
+        if wanted.drivers:
+            gate = deps.registry.compat(env, wanted.digest, cluster, lend, drivers=wanted.drivers)
+        else:
+            gate = deps.registry.compat(env, wanted.digest, cluster, lend)
+        out.gates.append(gate)
     if first_closed(out.gates) is None:
         out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
     return first_closed(out.gates)
@@ -255,6 +265,7 @@ class _Run:
             requested_by=who.requested_by,
             git_revision=who.git_revision,
             link=who.link,
+            node_change=who.node_change,
         )
         self.store.put(record, record.number)
         out.record = record

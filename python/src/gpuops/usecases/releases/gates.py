@@ -39,9 +39,11 @@ class Registry(Protocol):
         digest: str,
         cluster: Cluster,
         connect: Callable[[Cluster], KubeClient],
+        drivers: Mapping[str, str] | None = None,
     ) -> Gate:
         """The compat gate: the image's CUDA version against the drivers of the environment's
-        node class (not ok when they do not suit it)."""
+        node class (not ok when they do not suit it); ``drivers`` (node -> driver version)
+        stands for what those nodes' labels say: the drivers they will run."""
 
 
 class GateDocument(TypedDict):

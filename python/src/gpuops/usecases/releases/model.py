@@ -5,6 +5,7 @@ JSON Schema, :mod:`gpuops.schema`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -33,6 +34,7 @@ class Who:
     requested_by: str | None = None
     git_revision: str | None = None
     link: str | None = None
+    node_change: str | None = None  # the node change record made in the same build (S-24)
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,25 @@ class PromoteRequest:
 
 
 @dataclass(frozen=True)
+class NodesScope:
+    """``release rollback --with-nodes``: the fleet whose nodes go back with the release."""
+
+    inventory: str
+    limit: str | None = None
+    known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
+    artifacts_dir: str | None = None  # the nodes rollback's reports
+    gpu_pods_timeout_s: int = 3600  # how long a cordoned node's GPU pods may run on
+    on_timeout: str = "fail"  # then: fail the host, or evict them (a serving pod never ends)
+
+
+@dataclass(frozen=True)
 class RollbackRequest:
     target: Target
     to: str  # "previous" or a tag from the history
     who: Who = field(default_factory=Who)
     dry_run: bool = False
+    with_nodes: NodesScope | None = None  # restore the nodes to the release's node record first
+    expect: int | None = None  # the release it must restore (set after the nodes went back)
 
 
 class WantedDocument(TypedDict):
@@ -79,6 +95,8 @@ class Wanted:
     image: str
     model: str | None
     source: Release | None = None  # for a rollback: the release it restores
+    #: rollback --with-nodes: node -> the driver it will run (the compat gate judges these)
+    drivers: Mapping[str, str] | None = None
 
     def to_dict(self) -> WantedDocument:
         doc: WantedDocument = {
@@ -114,6 +132,22 @@ class WatchDocument(TypedDict):
     progress: list[str]
 
 
+class NodesRollbackDocument(TypedDict):
+    """``release rollback --with-nodes``: the nodes' part, done before the image's."""
+
+    record: str  # the node change record the target release ran with
+    inventory: str
+    limit: str | None
+    state: Annotated[str, {"enum": ["planned", "succeeded", "failed", "unchanged"]}]
+    drivers: dict[str, str]  # node -> the driver it will run (what the compat gate checked)
+    new_record: str | None  # the node change record the rollback itself wrote
+    message: str
+    summary: NotRequired[dict[str, int]]  # the nodes rollback's hosts by status
+    failed: NotRequired[list[str]]  # hosts whose rollback failed (any failure status)
+    stopped: NotRequired[str]  # why the nodes rollback stopped early
+    artifacts: NotRequired[dict[str, str]]  # its files (update.json, JUnit, the page)
+
+
 class ReleaseDocument(TypedDict):
     """The ``result`` of ``gpuops release promote`` and ``rollback``."""
 
@@ -135,6 +169,7 @@ class ReleaseDocument(TypedDict):
     rollout: NotRequired[WatchDocument]
     restore: NotRequired[WatchDocument]
     explanation: NotRequired[dict[str, Any]]
+    nodes: NotRequired[NodesRollbackDocument]
 
 
 @dataclass
@@ -155,6 +190,7 @@ class ReleaseOutcome:
     reconciled: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+    nodes: NodesRollbackDocument | None = None  # rollback --with-nodes: the nodes' part
     t0: float = field(default_factory=time.monotonic, repr=False)
 
     def to_dict(self) -> ReleaseDocument:
@@ -182,6 +218,8 @@ class ReleaseOutcome:
             doc["restore"] = _watch_dict(self.restore)
         if self.explanation is not None:
             doc["explanation"] = self.explanation
+        if self.nodes is not None:
+            doc["nodes"] = self.nodes
         return doc
 
 

@@ -8,7 +8,7 @@ Credentials come from ``GPUOPS_REGISTRY_USERNAME`` / ``GPUOPS_REGISTRY_PASSWORD`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ class ImageRegistry:
         digest: str,
         cluster: Cluster,
         connect: Callable[[Cluster], KubeClient],
+        drivers: Mapping[str, str] | None = None,
     ) -> Gate:
         if env.node_class is None:
             return Gate("compat", True, "the environment names no node class: not checked")
@@ -64,6 +65,7 @@ class ImageRegistry:
             image=self._repository(env.image).with_digest(digest),
             access=self.access,
             cluster=cluster,
+            planned_drivers=dict(drivers or {}),
         )
         outcome = compat_usecase.compat(request, connect).result
         details: dict[str, Any] = {
@@ -73,6 +75,8 @@ class ImageRegistry:
         }
         if outcome.result is not None:
             details["offending"] = [n.node for n in outcome.result.offending]
+        if drivers:
+            details["planned_drivers"] = dict(sorted(drivers.items()))
         hint = (
             None
             if outcome.ok
