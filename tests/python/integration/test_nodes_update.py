@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from integration.conftest_kube import wait_until
 from integration.conftest_nodes import GPUOPS, NodesLab
 from junitcheck import assert_junit_well_formed
@@ -126,13 +127,22 @@ def test_missing_driver_checksum_is_refused_in_preflight(
         assert not nodes_lab.node(host).spec.unschedulable
 
 
+#: the lab repository's driver checksums, as the shipped test inventory names them
+LAB_SHA256: dict[str, str] = yaml.safe_load(
+    (Path(__file__).parents[3] / "ansible/inventory/test/group_vars/all.yml").read_text()
+)["gpu_nodes_driver_sha256"]
+
+
 def test_wrong_driver_checksum_refuses_the_hosts_before_any_change(
     nodes_lab: NodesLab, tmp_path: Path
 ) -> None:
     """The repository's .run is not the one the inventory names: the plan (check mode, on the
     node) refuses every H800 host; none is cordoned, drained or changed."""
     wrong = "0" * 64
-    inv = nodes_lab.inventory(tmp_path, sha256={"570.133.20": wrong}, gpu_h800="570.133.20")
+    # the driver the hosts run keeps its real sha256: pre-flight refuses a host it could not
+    # roll back (issue 19), and this test is about the plan's check of the wanted .run
+    sums = {"570.133.20": wrong, "550.90.07": LAB_SHA256["550.90.07"]}
+    inv = nodes_lab.inventory(tmp_path, sha256=sums, gpu_h800="570.133.20")
     with Cordons(nodes_lab, [H1, H2]) as seen:
         run = nodes_lab.gpuops("nodes", "update", "-i", str(inv), "-l", "gpu_h800", tmp=tmp_path)
     assert run.rc == 1, run.stderr
