@@ -70,6 +70,8 @@ class Env:
     fixed: dict[str, Any] = field(default_factory=dict)
     #: how long one example may take (a real run over the fleet is ssh + Ansible)
     deadline_s: int = 30
+    #: the fleet's cluster holds a real node change record, ``{record}`` in the examples
+    history: bool = False
 
 
 #: Commands that need something else than the defaults. A command not listed runs against the
@@ -90,6 +92,16 @@ ENVIRONMENTS: dict[str, Env] = {
     # the plan only: 1 = hosts failing in check mode, 3 = headroom gate, 4 = unreachable
     "nodes update": Env(
         needs="fleet", exits=frozenset({0, 1, 2, 3, 4}), fixed={"dry_run": True}, deadline_s=300
+    ),
+    # reads the fleet's node change history (4: a cluster it cannot reach)
+    "nodes history": Env(needs="fleet", exits=frozenset({0, 2, 4}), deadline_s=60),
+    # the plan only, against a real record (as nodes update: 1, 3, 4)
+    "nodes rollback": Env(
+        needs="fleet",
+        exits=frozenset({0, 1, 2, 3, 4}),
+        fixed={"check": True},
+        deadline_s=300,
+        history=True,
     ),
     # 1: the registry or the daemon refused (a tag it will not take, a build that fails);
     # 4: a registry that is not the lab's (nvcr.io: nothing outside is reachable here)
@@ -117,6 +129,8 @@ ENVIRONMENTS: dict[str, Env] = {
 #: results of ``nodes inspect`` and ``nodes update --check`` (``inspect.json``, ``update.json``).
 TMP = "{tmp}"
 INVENTORY = f"{TMP}/inventory/hosts.yml"
+#: The id of a real node change record in the fleet's cluster (``nodes_record``).
+RECORD = "{record}"
 #: The lab registry's host:port; ``fuzz/app:1`` is an image pushed there (a CUDA 12.2 base).
 REG = "{registry}"
 
@@ -202,6 +216,8 @@ FIRST: dict[str, dict[str, Any]] = {
     "nodes inspect": {"inventory": INVENTORY},
     "nodes label": {"inventory": INVENTORY},
     "nodes update": {"inventory": INVENTORY},
+    "nodes history": {"inventory": INVENTORY},
+    "nodes rollback": {"inventory": INVENTORY, "to": RECORD, "limit": "gpu-l40s-01"},
     "report fleet": {"input_path": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
     "report node-update": {"input_path": f"{TMP}/update.json", "out": f"{TMP}/page"},
     "release promote": {"tag": "2"},
@@ -447,6 +463,21 @@ def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.fixture(scope="module")
+def nodes_record(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real node change record in the fleet's cluster: ``nodes update`` of one host whose
+    driver is already the inventory's (nothing changes; the run is recorded all the same)."""
+    tmp = tmp_path_factory.mktemp("nodes-record")
+    run = nodes_lab.gpuops(
+        "nodes", "update", "-i", nodes_lab.fleet.facts["inventory"], "-l", "gpu-l40s-01",
+        "--change", "driver", tmp=tmp,
+    )  # fmt: skip
+    assert run.rc == 0, run.stderr
+    record = run.result["record"]
+    assert isinstance(record, str) and record, run.result
+    return record
+
+
+@pytest.fixture(scope="module")
 def fuzz_image(registry_lab: RegistryLab) -> str:
     """``<lab registry>/fuzz/app:1``: an image on a CUDA 12.2.2 base, as NVIDIA builds theirs."""
     ref = f"{registry_lab.url}/fuzz/app:1"
@@ -587,6 +618,8 @@ def _scene(
         nodes: NodesLab = request.getfixturevalue("nodes_lab")
         scene.cluster = nodes.kube
         scene.folders["inventory"] = Path(nodes.fleet.facts["inventory"]).parent
+        if env.history:
+            scene.places[RECORD] = request.getfixturevalue("nodes_record")
     if env.needs == "fleet-files":
         scene.files.update(request.getfixturevalue("nodes_results"))
     if env.needs == "release":  # the registry lab, images, a Deployment, an environments file

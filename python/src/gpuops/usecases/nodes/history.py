@@ -9,6 +9,7 @@ the core's (:mod:`gpuops.core.nodehistory`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +40,9 @@ __all__ = ["fleet_of", "namespace_of", "read", "record", "rollback_to", "target_
 
 
 # -- reading -----------------------------------------------------------------------------
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -200,10 +204,13 @@ def rollback_to(
         number = nh.parse_id(to, fleet_of(inv))
     finally:
         kube.close()
-    common.say(
-        f"[gpuops] rollback to {'before ' if before else ''}record "
-        + f"{nh.record_id(fleet_of(inv), number)}: "
-        + ", ".join(f"{h} {p.version}" for h, p in pins.items())
+    # a log line (-v), not a progress line: with --output json, stderr holds the error
+    # document alone when pre-flight refuses; the pre-flight line says each host's drivers
+    log.info(
+        "rollback to %srecord %s: %s",
+        "before " if before else "",
+        nh.record_id(fleet_of(inv), number),
+        ", ".join(f"{h} {p.version}" for h, p in pins.items()),
     )
     pinned = replace(request, change=("nvidia_driver",), pins=pins)
     token = ROLLBACK_OF.set((number, before))
