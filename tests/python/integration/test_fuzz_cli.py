@@ -84,6 +84,7 @@ ENVIRONMENTS: dict[str, Env] = {
     "report capacity": Env(needs="files", exits=frozenset({0, 2})),
     "report fleet": Env(needs="fleet-files", exits=frozenset({0, 2})),
     "report node-update": Env(needs="fleet-files", exits=frozenset({0, 2})),
+    "report node-history": Env(needs="fleet-files", exits=frozenset({0, 2})),
     # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
     "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
     "nodes label": Env(
@@ -220,6 +221,7 @@ FIRST: dict[str, dict[str, Any]] = {
     "nodes rollback": {"inventory": INVENTORY, "to": RECORD, "limit": "gpu-l40s-01"},
     "report fleet": {"input_path": f"{TMP}/inspect.json", "out": f"{TMP}/page"},
     "report node-update": {"input_path": f"{TMP}/update.json", "out": f"{TMP}/page"},
+    "report node-history": {"input_path": f"{TMP}/node-history.json", "out": f"{TMP}/page"},
     "release promote": {"tag": "2"},
     "release rollback": {"previous": True},
     "report releases": {"input_path": f"{TMP}/history.json", "out": f"{TMP}/page"},
@@ -445,20 +447,27 @@ def nodes_results(nodes_lab: NodesLab, tmp_path_factory: pytest.TempPathFactory)
     tmp = tmp_path_factory.mktemp("nodes-results")
     inventory = str(nodes_lab.inventory(tmp))
     keys = ["--known-hosts", nodes_lab.fleet.facts["known_hosts"]]
-    docs = {"inspect.json": tmp / "inspect.json", "update.json": tmp / "update.json"}
+    docs = {
+        "inspect.json": tmp / "inspect.json",
+        "update.json": tmp / "update.json",
+        "node-history.json": tmp / "node-history.json",
+    }
     calls = {
         "inspect.json": ["nodes", "inspect", "-i", inventory, *keys],
         "update.json": ["nodes", "update", "-i", inventory, "--check", *keys,
                         "--kubeconfig", str(nodes_lab.kube.kubeconfig),
                         "--artifacts-dir", str(tmp / "update")],
+        "node-history.json": ["nodes", "history", "-i", inventory,
+                              "--kubeconfig", str(nodes_lab.kube.kubeconfig)],
     }  # fmt: skip
     for name, words in calls.items():  # the documents as Jenkins gets them: files
         code, _, err = _one(words[1], ["--result-file", str(docs[name]),
                                        "--error-file", str(docs[name]), *words])  # fmt: skip
         assert code in (0, 3), err  # inspect: 3, the lab's faulty card
     documents = {name: path.read_text() for name, path in docs.items()}
-    for text in documents.values():
-        assert isinstance(json.loads(text)["result"]["hosts"], list), text[:300]
+    for name, text in documents.items():
+        key = "records" if name == "node-history.json" else "hosts"
+        assert isinstance(json.loads(text)["result"][key], list), text[:300]
     return documents
 
 
