@@ -461,7 +461,7 @@ def _plan(
         f"[gpuops] plan: {len(inv.hosts)} host(s), {len(pending)} to change in "
         f"{len(ro.batches)} batch(es): "
         + "; ".join(f"{b.kind} {b.index}: {' '.join(b.hosts)}" for b in ro.batches)
-        + (f"; failed in check mode: {' '.join(ro.failed)}" if ro.failed else "")
+        + (f"; failed in the plan: {' '.join(ro.failed)}" if ro.failed else "")
     )
     run.plan_failed(ro.failed)
     ro.stopped = run.stopped
