@@ -416,13 +416,11 @@ def test_gpu_pods_that_outlive_the_wait_fail_the_host_and_keep_running(
 @pytest.mark.parametrize(
     ("name", "planted"),
     [
-        # as -e @file it would win over the inventory: a run would refuse every host (the
-        # plan read it when it ran the driver role in check mode; it reads that role over ssh
-        # now, issue 19, so the node_init case below is the one the plan itself would meet)
-        ("extravars", {"gpu_nodes_driver_sha256": {"570.133.20": "0" * 64}}),
-        # as -e @file: node_init's argument spec refuses it, and the plan runs node_init in
-        # check mode: every host would fail in the plan
-        ("extravars-node-init", {"node_init_hostname_strategy": "gpuops-planted"}),
+        # as -e @file it would win over the inventory: node_init's argument spec refuses the
+        # value, and the plan runs node_init in check mode: every host would fail in the plan
+        # (it planted a driver sha256 while the plan ran the driver role in check mode; the
+        # plan reads that role over ssh since issue 19, where no extravar can reach it)
+        ("extravars", {"node_init_hostname_strategy": "gpuops-planted"}),
         # applied over gpuops' own environment: no playbook would run at all
         ("envvars", {"ANSIBLE_STRATEGY": "gpuops_planted_strategy"}),
     ],
@@ -436,7 +434,7 @@ def test_files_planted_in_the_artifacts_folder_change_nothing_ansible_runs(
     inv = nodes_lab.inventory(tmp_path, gpu_h800="570.133.20")
     folder = tmp_path / "artifacts"
     (folder / "ansible" / "env").mkdir(parents=True)
-    (folder / "ansible" / "env" / name.partition("-")[0]).write_text(json.dumps(planted))
+    (folder / "ansible" / "env" / name).write_text(json.dumps(planted))
     run = nodes_lab.gpuops(
         "nodes", "update", "-i", str(inv), "-l", "gpu_h800", "--check",
         "--artifacts-dir", str(folder), tmp=tmp_path,
