@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The plan of ``gpuops nodes update`` (check mode on every host) against the update (issue 19,
-Performance): its seconds and its share of a rolling update, A/B in the same run.
+"""The plan of ``gpuops nodes update`` against the update (issue 19, Performance): its seconds
+and its share of a rolling update, A/B between trees in the same run.
 
 A benchmark, not a test: it prints numbers and whether the targets were met in this run.
 
@@ -10,14 +10,17 @@ warm-up round: each plan starts on warm ssh masters after the pre-flight):
 
   plan@NAME   ``gpuops nodes update --check --no-kube --change driver --parallel N`` with the
               gpuops (and the Ansible content it ships) of ``--tree NAME=DIR``: DIR holds
-              ``python/src`` and ``ansible`` (e.g. a copy of the checkout, and the same copy
-              with a change taken back, so two rows differ in that change only); without
-              ``--tree``, the checkout itself as ``plan@this``
+              ``python/src`` and ``ansible`` (e.g. this checkout, and the commit before a
+              change, ``git archive COMMIT python/src ansible``: the plan by check mode);
+              without ``--tree``, the checkout itself as ``plan@this``
+  plan+init@NAME  with ``--default-change``: the same with the default ``--change``
+              (node_init too, which the plan runs in check mode) for the first tree
 
 Per plan: its seconds (the result's ``timings_s.plan``), the controller CPU of the whole
 command (user+system of gpuops, ansible-playbook, its workers and the ssh clients; in the lab
 the nodes' Python runs on the same cores and is not in it), the task results per host that
-were not skipped (each a module run or a local action), the load average before and after.
+were not skipped (each a module run or a local action; 0 when no playbook ran in the plan),
+the hosts planned, the load average before and after.
 
 With ``--update``: then one rolling update with the first tree (the lab's Kubernetes too;
 ``--canary N --batch-size N`` in 5 batches), its breakdown (pre-flight, plan, per batch
@@ -25,8 +28,8 @@ Kubernetes before / Ansible / Kubernetes after, slowest tasks) and the plan's sh
 for every other tree the share its plan median would have had in that update (its plan in
 place of the update's own: "computed"). Targets: plan <= 10 % of the update, <= 60 s.
 
-  .venv/bin/python bench/nodes_plan_bench.py --tree new=/tmp/t/new --tree old=/tmp/t/old \
-      --repeat 2 --update --json-out bench/results/X.json | tee bench/results/X.log
+  .venv/bin/python bench/nodes_plan_bench.py --tree new=. --tree old=/tmp/t/old \
+      --repeat 2 --default-change --update --json-out bench/results/X.json | tee bench/results/X.log
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +102,11 @@ def gpuops(tree: Path | None, argv: list[str], env: dict[str, str]) -> subproces
     )
 
 
-def plan_events(artifacts: str) -> dict[str, Any]:
-    """Task results per host that were not skipped, from the plan's ansible-runner events."""
+def plan_events(artifacts: str | None) -> dict[str, Any]:
+    """Task results per host that were not skipped, from the plan's ansible-runner events
+    (none when the plan ran no playbook)."""
     done: Counter[str] = Counter()
-    for name in (Path(artifacts) / "job_events").glob("*.json"):
+    for name in (Path(artifacts) / "job_events").glob("*.json") if artifacts else ():
         event = json.loads(name.read_text())
         kind = event.get("event", "")
         if kind in ("runner_on_ok", "runner_on_failed", "runner_item_on_ok"):
@@ -110,10 +115,15 @@ def plan_events(artifacts: str) -> dict[str, Any]:
 
 
 def plan_row(
-    tree: Path | None, inv: Path, size: int, folder: Path, env: dict[str, str]
+    tree: Path | None,
+    inv: Path,
+    size: int,
+    folder: Path,
+    env: dict[str, str],
+    change: tuple[str, ...] = ("--change", "driver"),
 ) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="plan-", dir=folder))
-    argv = ["--output", "json", "nodes", "update", "-i", str(inv), "--change", "driver"]
+    argv = ["--output", "json", "nodes", "update", "-i", str(inv), *change]
     argv += ["--canary", str(size), "--batch-size", str(size), "--parallel", str(size)]
     argv += ["--no-kube", "--check", "--artifacts-dir", str(out)]
     l0, c0, t0 = load(), cpu(), time.perf_counter()
@@ -130,10 +140,34 @@ def plan_row(
         "cpu_s": round(used, 1),
         "planned_hosts": planned,
         "load": [round(l0, 1), round(load(), 1)],
-        **plan_events(result["artifacts"]["plan"]),
+        **plan_events(result["artifacts"].get("plan")),
     }
     shutil.rmtree(out, ignore_errors=True)
     return row
+
+
+def task_walls(artifacts: str) -> dict[str, float]:
+    """Wall seconds of each task of one playbook run (from its start to the next task's, the
+    last to the run's end), from ansible-runner's events; handlers and includes count too."""
+    starts: list[tuple[str, str]] = []
+    end = ""
+    for name in (Path(artifacts) / "job_events").glob("*.json"):
+        event = json.loads(name.read_text())
+        kind, when = event.get("event", ""), str(event.get("created", ""))
+        if kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            data = event.get("event_data") or {}
+            role = data.get("role")
+            task = str(data.get("task", ""))
+            starts.append((when, f"{role} : {task}" if role else task))
+        elif kind == "playbook_on_stats":
+            end = when
+    starts.sort()
+    out: dict[str, float] = {}
+    for (t0, task), (t1, _) in zip(starts, [*starts[1:], (end, "")], strict=True):
+        if t1:
+            sec = (datetime.fromisoformat(t1) - datetime.fromisoformat(t0)).total_seconds()
+            out[task] = round(out.get(task, 0.0) + sec, 2)
+    return out
 
 
 def update_run(
@@ -155,6 +189,10 @@ def update_run(
         print(f"\nupdate failed: {doc['error']['message']}")
     result = doc["result"]
     t = result["timings_s"]
+    walls: Counter[str] = Counter()
+    for b in result["batches"]:
+        if (b.get("ansible") or {}).get("artifacts"):
+            walls.update(task_walls(b["ansible"]["artifacts"]))
     per_task: dict[str, list[float]] = {}
     for h in result["hosts"]:
         for task, sec in h["slowest_tasks_s"].items():
@@ -171,6 +209,7 @@ def update_run(
             for b in result["batches"]
         ],
         "tasks": {k: round(statistics.mean(v), 2) for k, v in per_task.items()},
+        "task_walls": {k: round(v, 1) for k, v in walls.most_common()},
     }
 
 
@@ -188,7 +227,7 @@ def report_update(
         f"{size}: exit {up['rc']}, {up['wall_s']} s wall (load {up['load'][0]}.."
         f"{up['load'][1]}); changed {up['changed']}, failed {up['failed']}"
     )
-    print(f"  pre-flight {t['preflight']:.1f} s, plan (check mode) {t['plan']:.1f} s")
+    print(f"  pre-flight {t['preflight']:.1f} s, plan {t['plan']:.1f} s")
     for b in up["batches"]:
         print(
             f"  {b['kind']} {b['index']}: {b['elapsed_s']:.1f} s (kubernetes before "
@@ -198,6 +237,14 @@ def report_update(
     print("  slowest tasks (mean seconds per host):")
     for task, sec in sorted(up["tasks"].items(), key=lambda kv: -kv[1])[:6]:
         print(f"    {sec:6.1f}  {task}")
+    ansible_s = sum(b.get("ansible", 0) for b in up["batches"])
+    walls = up["task_walls"]
+    print(
+        f"  where the batches' Ansible time goes ({ansible_s:.1f} s over all batches; wall "
+        "seconds per task, summed over the batches):"
+    )
+    for task, sec in list(walls.items())[:12]:
+        print(f"    {sec:6.1f}  {sec / ansible_s:5.1%}  {task}")
     rest = t["total"] - t["plan"]
     share = t["plan"] / t["total"]
     print(
@@ -206,9 +253,7 @@ def report_update(
         f"<= 60 s: {met(t['plan'] <= 60)})"
     )
     shares = {trees[0][0]: share}
-    for name, _ in trees[1:]:
-        if name not in med:
-            continue
+    for name in (k for k in med if k != trees[0][0]):
         other = med[name] / (rest + med[name])
         shares[name] = other
         print(
@@ -228,6 +273,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--update", action="store_true", help="then one rolling update (first tree)")
+    ap.add_argument(
+        "--default-change",
+        action="store_true",
+        help="also plan with the default --change (node_init too) with the first tree",
+    )
     ap.add_argument("--validation", help="gpu_nodes_validation for every group (e.g. none)")
     ap.add_argument(
         "--plan-median",
@@ -257,23 +307,28 @@ def main() -> int:
         inv = inventory(lab, folder, args.validation)
         size = max(1, args.hosts // 5)
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
+        runs = [(name, tree, ("--change", "driver")) for name, tree in trees]
+        if args.default_change:  # the default --change: node_init (check mode) and the driver
+            rows["+init@" + trees[0][0]] = []
+            runs.append(("+init@" + trees[0][0], trees[0][1], ()))
         for round_ in range(args.repeat):
-            for name, tree in trees:
-                row = plan_row(tree, inv, size, folder, env)
+            for name, tree, change in runs:
+                row = plan_row(tree, inv, size, folder, env, change)
                 rows[name].append(row)
                 print(f"  round {round_} plan@{name:8s} {json.dumps(row)}", flush=True)
         med = {k: statistics.median(r["plan_s"] for r in v) for k, v in rows.items() if v}
         med.update({k: float(v) for k, v in (m.split("=", 1) for m in args.plan_median)})
         print(
-            f"\nplan (check mode): {args.hosts} hosts, --parallel {size}, {args.repeat} rounds "
+            f"\nplan: {args.hosts} hosts, --parallel {size}, {args.repeat} rounds "
             "(medians), controller CPU and task results per host (not skipped) as medians"
         )
+        base = trees[-1][0]
         for k, v in ((k, v) for k, v in rows.items() if v):
             print(
-                f"  plan@{k:8s} {med[k]:7.1f} s  x {med[k] / med[trees[-1][0]]:.2f} of "
-                f"plan@{trees[-1][0]}  cpu {statistics.median(r['cpu_s'] for r in v):6.1f} s  "
+                f"  plan@{k:8s} {med[k]:7.1f} s  x {med[k] / med[base]:.3f} of "
+                f"plan@{base}  cpu {statistics.median(r['cpu_s'] for r in v):6.1f} s  "
                 f"results/host {statistics.median(r['results_per_host'] for r in v):5.1f}  "
-                f"load {v[0]['load'][0]}..{v[-1]['load'][1]}"
+                f"planned {v[0]['planned_hosts']}  load {v[0]['load'][0]}..{v[-1]['load'][1]}"
             )
         out["plans"], out["plan_medians_s"] = rows, med
         if args.update:

@@ -416,8 +416,11 @@ def test_gpu_pods_that_outlive_the_wait_fail_the_host_and_keep_running(
 @pytest.mark.parametrize(
     ("name", "planted"),
     [
-        # as -e @file it would win over the inventory: the plan would refuse every host
-        ("extravars", {"gpu_nodes_driver_sha256": {"570.133.20": "0" * 64}}),
+        # as -e @file it would win over the inventory: node_init's argument spec refuses the
+        # value, and the plan runs node_init in check mode: every host would fail in the plan
+        # (it planted a driver sha256 while the plan ran the driver role in check mode; the
+        # plan reads that role over ssh since issue 19, where no extravar can reach it)
+        ("extravars", {"node_init_hostname_strategy": "gpuops-planted"}),
         # applied over gpuops' own environment: no playbook would run at all
         ("envvars", {"ANSIBLE_STRATEGY": "gpuops_planted_strategy"}),
     ],

@@ -19,6 +19,17 @@ from gpuops.core.nodestate import DriverPin
 from gpuops.core.values import shown
 from gpuops.errors import InvalidInput
 
+#: The ``nvidia_driver`` role's defaults (``defaults/main.yml``) that the plan of ``nodes
+#: update`` reads (what the role's state script is given); an inventory may set them.
+ROLE_DEFAULTS_READ: tuple[str, ...] = (
+    "nvidia_driver_nvidia_smi",
+    "nvidia_driver_fact_file",
+    "nvidia_driver_fabricmanager_bin_dir",
+    "nvidia_driver_fabricmanager_unit",
+    "nvidia_driver_kernel_headers_paths",
+    "nvidia_driver_required_tools",
+    "nvidia_driver_blacklist_nouveau",
+)
 #: Host variables the nodes commands read (connection, policy, facts of the fleet).
 HOST_VARS: tuple[str, ...] = (
     "ansible_host",
@@ -42,8 +53,13 @@ HOST_VARS: tuple[str, ...] = (
     "gpu_nodes_fabricmanager_version",
     "gpu_nodes_fabricmanager_sha256",
     "gpu_nodes_container_toolkit_version",
+    "gpu_nodes_container_toolkit_installer",
+    "gpu_nodes_driver_reboot",
     "gpu_inspect_thresholds",
     "rack",
+    # the nvidia_driver role's defaults an inventory may override, which the plan of nodes
+    # update passes to the role's state script as the role does (usecases/nodes/plan.py)
+    *ROLE_DEFAULTS_READ,
 )
 DEFAULT_PATTERN = "gpu_nodes"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")

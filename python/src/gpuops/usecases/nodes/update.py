@@ -9,8 +9,11 @@ Order of operations:
    current driver a rollback could not reinstall (not readable, its ``.run`` not in the
    repository or not checkable there, no sha256 for it), is refused here (exit 2) unless
    ``--no-rollback``.
-2. Plan: the playbook in check mode shows which hosts would change (and the diff); only they
-   are rolled out, canary first, then batches. ``--check`` stops here.
+2. Plan (:mod:`gpuops.usecases.nodes.plan`): which hosts would change, what on each (the
+   tasks check mode would name, their diffs) and where one would fail: the driver role from
+   its own state script read over ssh and its own decision, node_init by check mode; only
+   the hosts that would change are rolled out, canary first, then batches. ``--check`` stops
+   here.
 3. Per batch: the headroom gate (can the cluster lose these GPUs, reserve honoured?), then for
    Kubernetes nodes cordon, wait for GPU pods, drain; the playbook on the batch through
    ansible-runner (progress per host as events arrive); node Ready, uncordon.
@@ -54,6 +57,7 @@ from gpuops.fsio import OutDir
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.images.registryops import RegistryAccess
 from gpuops.usecases.nodes import common, downgrade, historystore
+from gpuops.usecases.nodes import plan as nodeplan
 from gpuops.usecases.nodes.drain import DrainPolicy, Guard
 from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
 from gpuops.usecases.outcome import Outcome
@@ -416,29 +420,32 @@ def _plan(
     say: common.Say,
     keys: hostkeys.HostKeys,
 ) -> None:
-    """Check mode on every host: those that would change are the rollout's hosts."""
-    checked = ansible.run_playbook(
-        PLAYBOOK,
-        inv.path,
-        inv.names(),
-        data_dir=folder.subdir("ansible"),
-        ident="plan",
+    """Which hosts would change (:mod:`gpuops.usecases.nodes.plan`: the driver role from its
+    own state script and decision, node_init by check mode): they are the rollout's hosts."""
+    found = nodeplan.plan(
+        inv,
+        request.change,
+        pins=request.pins,
         extravars=_extravars(request, request.pins),
-        check=True,
-        forks=request.forks,
+        folder=folder,
+        parallel=request.forks,
         host_keys=keys,
     )
-    ro.artifacts["plan"] = checked.artifacts
+    if found.artifacts is not None:
+        ro.artifacts["plan"] = found.artifacts
+    if found.readings:
+        ro.artifacts["plan_readings"] = str(folder.save_json("plan-readings.json", found.readings))
     changing = set()
     for name in inv.names():
-        hr, rec = checked.hosts[name], ro.hosts[name]
-        rec.planned_changes = hr.changed_tasks
-        ro.diffs[name] = hr.diffs
-        if hr.status in ("failed", "unreachable") or (checked.rc != 0 and not hr.ok):
+        hp, rec = found.hosts[name], ro.hosts[name]
+        rec.planned_changes = hp.changes
+        ro.diffs[name] = hp.diffs
+        if hp.status:
             rec.status = rollout.FAILED
-            rec.failed_task = hr.failed_task
-            rec.reason = f"plan (check mode): {hr.failed_task}: {hr.message}".strip()
-        elif hr.changed:
+            rec.failed_task = hp.failed_task
+            by = f"plan ({hp.by})" if hp.by else "plan"
+            rec.reason = f"{by}: {hp.failed_task}: {hp.message}".strip()
+        elif hp.changes:
             changing.add(name)
     pending = [h for h in _order(inv) if h in changing]
     ro.batches = [
@@ -454,7 +461,7 @@ def _plan(
         f"[gpuops] plan: {len(inv.hosts)} host(s), {len(pending)} to change in "
         f"{len(ro.batches)} batch(es): "
         + "; ".join(f"{b.kind} {b.index}: {' '.join(b.hosts)}" for b in ro.batches)
-        + (f"; failed in check mode: {' '.join(ro.failed)}" if ro.failed else "")
+        + (f"; failed in the plan: {' '.join(ro.failed)}" if ro.failed else "")
     )
     run.plan_failed(ro.failed)
     ro.stopped = run.stopped
