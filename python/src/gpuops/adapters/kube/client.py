@@ -34,12 +34,15 @@ from gpuops.adapters.kube.decode import (
     scheduled_condition,
     workload_selector,
 )
-from gpuops.adapters.kube.pager import (
+from gpuops.adapters.kube.pager import Pager, node_reader, pod_reader
+from gpuops.adapters.kube.paths import (
+    BOUND_PODS,
+    NODES,
     PAGE_SIZE_ENV,
     PAGE_SIZE_PROBLEM,
-    Pager,
-    node_reader,
-    pod_reader,
+    POD_LIST,
+    namespace_path,
+    quotas_path,
 )
 from gpuops.adapters.kube.transport import Transport
 from gpuops.core.headroom import QuotaLimit
@@ -52,8 +55,6 @@ __all__ = ["BOUND_PODS", "WORKLOAD_KINDS", "Conflict", "KubeClient", "NotFound",
 
 T = TypeVar("T")
 
-#: Pods that hold resources on a node: bound and not terminal.
-BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
 
 
@@ -139,23 +140,25 @@ class KubeClient:
     # -- queries --------------------------------------------------------------------------
     def list_nodes(self, resources: frozenset[str] | None = None) -> list[Node]:
         """Every node; with ``resources``, only those names in allocatable and capacity."""
+        path, query = NODES
         return self._pager.list_streamed(
-            "/api/v1/nodes",
+            path,
             "list nodes",
             partial(node_reader, resources),
             partial(node_from_api_checked, resources=resources),
-            {},
+            query,
         )
 
     def list_bound_pods(self, resources: frozenset[str] | None = None) -> list[Pod]:
         """Non-terminal pods bound to a node, in all namespaces; with ``resources``, their
         requests of only those names (no placement either way)."""
+        path, query = POD_LIST
         return self._pager.list_streamed(
-            "/api/v1/pods",
+            path,
             "list pods",
             partial(pod_reader, resources),
             partial(pod_from_api_checked, resources=resources),
-            {"fieldSelector": BOUND_PODS},
+            query,
         )
 
     def list_nodes_and_bound_pods(
@@ -180,7 +183,7 @@ class KubeClient:
     def ensure_namespace(self, namespace: str) -> None:
         dns_label(namespace, "namespace")
         try:
-            self._get(f"/api/v1/namespaces/{namespace}", what=f"get namespace {namespace}")
+            self._get(namespace_path(namespace), what=f"get namespace {namespace}")
         except NotFound:
             raise InvalidInput(
                 f"namespace {namespace!r} does not exist on {self.server}",
@@ -190,10 +193,7 @@ class KubeClient:
     def quota_limits(self, namespace: str, resource: str) -> list[QuotaLimit]:
         """``requests.<resource>`` and ``pods`` limits of the namespace's ResourceQuotas."""
         dns_label(namespace, "namespace")
-        doc = self._get(
-            f"/api/v1/namespaces/{namespace}/resourcequotas",
-            what=f"list resourcequotas in {namespace}",
-        )
+        doc = self._get(quotas_path(namespace), what=f"list resourcequotas in {namespace}")
         return quota_limits_from_api(doc, namespace, resource)
 
     def read_pod(self, namespace: str, name: str) -> PodObject:

@@ -124,12 +124,6 @@ _NO_NODE_META, _NO_NODE_SPEC, _NO_NODE_STATUS = _NodeMeta(), _NodeSpec(), _NodeS
 _NO_POD_META, _NO_POD_SPEC = _PodMeta(), _PodSpec()
 
 
-#: Kubernetes' protobuf encoding (:mod:`.proto`): its media type, and the magic its answers
-#: start with. Here, not there, so that choosing a decoder does not import protobuf.
-PROTOBUF_MEDIA = "application/vnd.kubernetes.protobuf"
-PROTOBUF_MAGIC = b"k8s\x00"
-
-
 class PageReader(Protocol[T]):
     """Decodes one LIST answer fed in pieces (JSON: :class:`ListReader`; protobuf:
     :class:`.proto.ProtoListReader`)."""

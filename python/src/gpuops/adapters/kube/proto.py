@@ -30,8 +30,9 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from gpuops.adapters.kube.pages import PROTOBUF_MAGIC as MAGIC
+from gpuops.adapters.kube import wire
 from gpuops.adapters.kube.pages import PageError, node_item, pod_item
+from gpuops.adapters.kube.paths import PROTOBUF_MAGIC as MAGIC
 from gpuops.adapters.kube.shape import Resources
 from gpuops.core.kubemodel import Node, Pod
 
@@ -164,53 +165,9 @@ def _corrupt() -> PageError:
     return PageError(invalid=True, encoding="protobuf")
 
 
-def _varint(buf: bytearray, at: int) -> tuple[int, int] | None:
-    """(value, end) of the varint at ``at``; ``None`` when ``buf`` ends inside it."""
-    value = shift = 0
-    while at < len(buf):
-        byte = buf[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise _corrupt()
-    return None
-
-
-_VARINT, _FIXED64, _DELIMITED, _FIXED32 = 0, 1, 2, 5
 #: Items parsed by one upb call: the parse (with every field gpuops skips, kept by upb as
 #: unknown fields) lives until its items are converted, so runs are kept small.
 _RUN_ITEMS = 64
-
-
-def _field(buf: bytearray, at: int) -> tuple[int, int, int, int] | None:
-    """(number, wire type, start of its value, end of its value) of the field at ``at``;
-    ``None`` when ``buf`` ends before the field does (a delimited field's value, whole)."""
-    tag = _varint(buf, at)
-    if tag is None:
-        return None
-    key, at = tag
-    number, wire = key >> 3, key & 7
-    if number == 0:
-        raise _corrupt()
-    if wire == _DELIMITED:
-        size = _varint(buf, at)
-        if size is None:
-            return None
-        length, at = size
-        end = at + length
-    elif wire == _VARINT:
-        value = _varint(buf, at)
-        if value is None:
-            return None
-        end = value[1]
-    elif wire in (_FIXED64, _FIXED32):
-        end = at + (8 if wire == _FIXED64 else 4)
-    else:  # groups: Kubernetes writes none
-        raise _corrupt()
-    return (number, wire, at, end) if end <= len(buf) else None
 
 
 class ProtoListReader(Generic[T]):
@@ -241,10 +198,13 @@ class ProtoListReader(Generic[T]):
                 raise _corrupt()
             del self._buf[: len(MAGIC)]
             self._state = "envelope"
-        if self._state == "envelope" and not self._envelope():
-            return []
-        if self._state == "list":
-            return self._items()
+        try:
+            if self._state == "envelope" and not self._envelope():
+                return []
+            if self._state == "list":
+                return self._items()
+        except wire.Corrupt:
+            raise _corrupt() from None
         return []
 
     def end(self) -> list[T]:
@@ -262,19 +222,19 @@ class ProtoListReader(Generic[T]):
         """Skip the envelope's fields up to ``raw``; whether the list has begun."""
         at = 0
         while True:
-            tag = _varint(self._buf, at)
+            tag = wire.varint(self._buf, at)
             if tag is None:
                 break
             key, start = tag
-            if key == (2 << 3 | _DELIMITED):  # raw: the list, whose length we need only
-                size = _varint(self._buf, start)
+            if key == (2 << 3 | wire.DELIMITED):  # raw: the list, whose length we need only
+                size = wire.varint(self._buf, start)
                 if size is None:
                     break
                 self._left, start = size
                 del self._buf[:start]
                 self._state = "list"
                 return True
-            field = _field(self._buf, at)
+            field = wire.field(self._buf, at)
             if field is None:
                 break
             at = field[3]
@@ -287,13 +247,13 @@ class ProtoListReader(Generic[T]):
         out: list[T] = []
         limit = min(len(buf), self._left)
         while at < limit:
-            field = _field(buf, at)
+            field = wire.field(buf, at)
             if field is None or field[3] > self._left:
                 if field is not None:
                     raise _corrupt()  # a field running past the list's end
                 break
-            number, wire, start, end = field
-            if number == 2 and wire == _DELIMITED:
+            number, kind, start, end = field
+            if number == 2 and kind == wire.DELIMITED:
                 if first < 0:
                     first, run = at, 0
                 last, run = end, run + 1
@@ -304,7 +264,7 @@ class ProtoListReader(Generic[T]):
                 if first >= 0:  # another field after a run of items: decode the run
                     out.extend(self._decode(first, last))
                     first = -1
-                if number == 1 and wire == _DELIMITED:
+                if number == 1 and kind == wire.DELIMITED:
                     self._read_meta(bytes(buf[start:end]))
             at = end
         if first >= 0:

@@ -9,6 +9,8 @@ verification), a small pool of keep-alive connections that threads share (the no
 LISTs run side by side), the bearer token asked for on every request (so exec-plugin and
 service-account tokens refresh), connection retries like the official client's
 (``Retry(connect=2)``), and a proxy only where a kubeconfig names one (urllib3, as before).
+A GET whose identical request a process started before the command has sent already
+(:mod:`.prefetch`) takes that answer (:mod:`.ahead`) instead of going out again.
 
 Transport failures become :class:`~gpuops.errors.Unreachable` worded here (never the
 library's text); HTTP statuses are the caller's to map.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import socket
 import ssl
 import threading
@@ -27,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
+from gpuops.adapters.kube.ahead import take as fetched_ahead
 from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
@@ -115,7 +119,9 @@ class Transport:
     ) -> tuple[int, bytes]:
         """Send ``method target`` (a path with its query); (status, body). Transport failures
         (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
-        headers = self._headers(body, content_type)
+        headers = self.headers(body, content_type)
+        if method == "GET" and (ahead := fetched_ahead(self._creds, target, headers)) is not None:
+            return ahead.status, ahead.body
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
                 method, self._prefix + target, body, headers, what
@@ -139,7 +145,10 @@ class Transport:
         where ``read(n)`` returns the body's next bytes (at most ``n``; ``b""`` at its end),
         so that a large LIST is decoded while it arrives. Transport failures raise
         :class:`Unreachable` as in :meth:`request`."""
-        headers = self._headers(None, "", accept)
+        headers = self.headers(None, "", accept)
+        if (ahead := fetched_ahead(self._creds, target, headers)) is not None:
+            yield ahead.status, ahead.media, io.BytesIO(ahead.body).read
+            return
         if self._proxy is not None:
             status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
             chunks = iter((data,))
@@ -162,9 +171,10 @@ class Transport:
         else:
             conn.close()
 
-    def _headers(
+    def headers(
         self, body: bytes | None, content_type: str, accept: str = "application/json"
     ) -> dict[str, str]:
+        """The headers of a request with ``body`` (of ``content_type``) accepting ``accept``."""
         headers = {"Accept": accept, "User-Agent": _USER_AGENT}
         auth = self._creds.authorization() if self._creds.authorization else None
         if auth:
