@@ -137,14 +137,18 @@ def test_nothing_is_taken_when_nothing_was_started() -> None:
     assert ahead.take(CREDS, LIST, headers()) is None
 
 
-def test_the_continue_token_is_read_from_a_whole_protobuf_answer() -> None:
+def test_the_continue_token_is_read_from_the_head_of_a_protobuf_answer() -> None:
     from unit.test_kubeproto import envelope
 
     pod = {"metadata": {"name": "p1", "namespace": "a"}, "spec": {"nodeName": "n1"}}
     page = envelope("Pod", [pod, pod], "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ")
     assert wire.list_continue(page) == "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"
+    head = page[: page.index(b"eyJ2") + 30]  # the token whole, no item yet
+    assert wire.list_continue(head) == "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"
+    assert wire.list_continue(head[:-1]) is None  # the metadata not whole yet
+    assert wire.list_continue(page[:2]) is None
     assert wire.list_continue(envelope("Pod", [pod])) == ""  # the last page
     with pytest.raises(wire.Corrupt):
         wire.list_continue(b"{}")
     with pytest.raises(wire.Corrupt):
-        wire.list_continue(page[: len(page) // 2])  # cut off inside the list
+        wire.list_continue(b"k8s\x00" + b"\x0a\x02ab\x12\x04\x12\x02\x0a\x00")  # items first

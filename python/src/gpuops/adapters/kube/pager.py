@@ -40,11 +40,7 @@ T = TypeVar("T")
 #: Objects per LIST page (0: no paging; :mod:`.paths`): a name of this module, which
 #: :func:`_page_query` reads, so that a test can page a small list.
 PAGE_SIZE = paths.PAGE_SIZE
-#: Node and pod LIST pages in flight at once (each on its own connection).
-_AHEAD = 3
-#: Bytes read from a LIST answer at a time (then decoded); the first read is small, so that
-#: the head, with the next page's continue token, is seen early.
-_READ_SIZE, _HEAD_READ = 1 << 20, 1 << 14
+_AHEAD, _READ_SIZE, _HEAD_READ = paths.PAGES_AHEAD, paths.READ_SIZE, paths.HEAD_READ
 #: What a node or pod LIST accepts (:data:`.paths.LIST_ACCEPT`; a test may ask for JSON only).
 LIST_ACCEPT = paths.LIST_ACCEPT
 #: A page's reader for the media type of its answer.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import NoReturn
 
@@ -37,7 +37,6 @@ from gpuops.adapters.kube.creds import Credentials, plain_kubeconfig
 from gpuops.adapters.kube.transport import Transport
 
 _JSON = "application/json"
-_READ = 1 << 20
 _LISTS = (paths.NODES, paths.POD_LIST)
 
 
@@ -113,23 +112,55 @@ def _pages(
     query: Mapping[str, str],
     first: str,
 ) -> None:
-    """Page after page of one LIST. The next page is announced before this one's answer:
-    the command, having read this one, knows whether the next is coming."""
+    """The pages of one LIST as :meth:`.pager.Pager._read_list` asks for them: page n+1 as
+    soon as page n's head has brought its continue token, up to :data:`.paths.PAGES_AHEAD`
+    at once. Page n+1 is announced before page n's answer: the command, having read page n,
+    knows whether page n+1 is coming."""
+    slots = threading.BoundedSemaphore(paths.PAGES_AHEAD)
+    threads: list[threading.Thread] = []
+
+    def follow(target: str) -> None:
+        threads.append(threading.Thread(target=fetch, args=(target,), name="gpuops-prefetch"))
+        threads[-1].start()
+
+    def fetch(target: str) -> None:
+        with slots:
+            _page(http, creds, out, target, partial(_next, path, query), follow)
+
+    follow(first)
+    for thread in threads:  # each page's thread is added by its predecessor's, before it ends
+        thread.join()
+
+
+def _next(path: str, query: Mapping[str, str], token: str) -> str:
+    return paths.target(path, paths.page_query(query, token))
+
+
+def _page(
+    http: Transport,
+    creds: Credentials,
+    out: ahead.Frames,
+    target: str,
+    next_page: Callable[[str], str],
+    follow: Callable[[str], None],
+) -> None:
     accept = paths.LIST_ACCEPT
-    following: str | None = first
-    while following:
-        target, following = following, None
-        try:
-            with http.stream(target, what="a LIST ahead", accept=accept) as (status, media, read):
-                body = b"".join(iter(partial(read, _READ), b""))
-            if 200 <= status < 300 and media == paths.PROTOBUF_MEDIA:
-                token = wire.list_continue(body)
-                following = paths.target(path, paths.page_query(query, token)) if token else None
+    chunks: list[bytes] = []
+    token: str | None = None
+    try:
+        with http.stream(target, what="a LIST ahead", accept=accept) as (status, media, read):
+            protobuf = 200 <= status < 300 and media == paths.PROTOBUF_MEDIA
             # a JSON list (a server without protobuf) is paged by the command itself
-        except Exception:  # the command sends it itself, and reports what happens
-            out.gave_up(target, accept)
-            return
-        if following:
-            out.will([(following, accept)])
-        key = ahead.request_key(creds, target, http.headers(None, "", accept))
-        out.answer(target, accept, key, ahead.Answer(status, media, body))
+            while chunk := read(paths.READ_SIZE if token is not None else paths.HEAD_READ):
+                chunks.append(chunk)
+                if protobuf and token is None:
+                    token = wire.list_continue(b"".join(chunks))
+                    if token:
+                        following = next_page(token)
+                        out.will([(following, accept)])
+                        follow(following)
+    except Exception:  # the command sends it itself, and reports what happens
+        out.gave_up(target, accept)
+        return
+    key = ahead.request_key(creds, target, http.headers(None, "", accept))
+    out.answer(target, accept, key, ahead.Answer(status, media, b"".join(chunks)))

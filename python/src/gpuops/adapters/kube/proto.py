@@ -26,6 +26,7 @@ that does not parse does: a verdict is never computed from a list we could not r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
@@ -291,14 +292,14 @@ class ProtoListReader(Generic[T]):
             page = self._list_type.FromString(run)
         except message.DecodeError:
             raise _corrupt() from None
-        return [self._convert(i) for i in page.items]
+        return list(map(self._convert, page.items))
 
 
 def node_reader(resources: Resources = None) -> ProtoListReader[Node]:
     """A reader of a protobuf ``NodeList``; the nodes as from JSON."""
-    return ProtoListReader(_NODE_LIST, lambda n: node_item(n, resources, quantities))
+    return ProtoListReader(_NODE_LIST, partial(node_item, keep=resources, quantities=quantities))
 
 
 def pod_reader(resources: Resources = None) -> ProtoListReader[Pod]:
     """A reader of a protobuf ``PodList``; the pods as from JSON."""
-    return ProtoListReader(_POD_LIST, lambda p: pod_item(p, resources, quantities))
+    return ProtoListReader(_POD_LIST, partial(pod_item, keep=resources, quantities=quantities))

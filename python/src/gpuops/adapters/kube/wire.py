@@ -60,27 +60,45 @@ def field(buf: bytes | bytearray, at: int) -> tuple[int, int, int, int] | None:
     return (number, wire, at, end) if end <= len(buf) else None
 
 
-def _delimited(buf: bytes, start: int, end: int, number: int) -> tuple[int, int] | None:
-    """(start, end) of the value of the first delimited field ``number`` of the message in
-    ``buf[start:end]``; ``None`` if it has none."""
-    at = start
+def list_continue(head: bytes) -> str | None:
+    """The continue token of a LIST answer in Kubernetes' protobuf encoding, from its first
+    bytes (or all of them): the magic, the ``runtime.Unknown`` envelope whose ``raw`` (2) is
+    the list, whose first field is its ``metadata`` (1), a ``ListMeta`` with ``continue``
+    (3). "" when the list has none (its last page); ``None`` while ``head`` ends before the
+    metadata does."""
+    if len(head) < len(PROTOBUF_MAGIC):
+        if PROTOBUF_MAGIC.startswith(head):
+            return None
+        raise Corrupt("no magic")
+    if not head.startswith(PROTOBUF_MAGIC):
+        raise Corrupt("no magic")
+    at = len(PROTOBUF_MAGIC)
+    while True:  # the envelope's fields up to raw, whose length is all we need of it
+        tag = varint(head, at)
+        if tag is None:
+            return None
+        key, start = tag
+        if key == (2 << 3 | DELIMITED):
+            size = varint(head, start)
+            if size is None:
+                return None
+            break
+        found = field(head, at)
+        if found is None:
+            return None
+        at = found[3]
+    length, start = size
+    meta = field(head, start)
+    if meta is None:
+        return None
+    number, kind, at, end = meta
+    if number != 1 or kind != DELIMITED or end > start + length:
+        raise Corrupt("the list does not start with its metadata")
     while at < end:
-        found = field(buf, at)
+        found = field(head, at)
         if found is None or found[3] > end:
             raise Corrupt("a field runs past its message")
-        if found[0] == number and found[1] == DELIMITED:
-            return found[2], found[3]
+        if found[0] == 3 and found[1] == DELIMITED:
+            return head[found[2] : found[3]].decode()
         at = found[3]
-    return None
-
-
-def list_continue(answer: bytes) -> str:
-    """The continue token of a whole LIST answer in Kubernetes' protobuf encoding: the magic,
-    the ``runtime.Unknown`` envelope, its ``raw`` (2) the list, whose ``metadata`` (1) is a
-    ``ListMeta`` with ``continue`` (3); "" when there is none (the last page)."""
-    if not answer.startswith(PROTOBUF_MAGIC):
-        raise Corrupt("no magic")
-    raw = _delimited(answer, len(PROTOBUF_MAGIC), len(answer), 2)
-    meta = _delimited(answer, *raw, 1) if raw else None
-    token = _delimited(answer, *meta, 3) if meta else None
-    return answer[token[0] : token[1]].decode() if token else ""
+    return ""
