@@ -48,10 +48,12 @@ TAKEN = "answered by the request sent ahead"
 SENT = "; sending it"
 
 
-def executable(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``gpuops ARGS`` as the executable; asserts it left no process behind."""
+def executable(
+    args: list[str], env: dict[str, str] | None = None, entry: list[str] | None = None
+) -> tuple[int, str, str]:
+    """``gpuops ARGS`` as the executable (or ``entry``); asserts it left no process behind."""
     out = subprocess.run(
-        [sys.executable, "-c", SUBREAPER, GPUOPS, *args],
+        [sys.executable, "-c", SUBREAPER, *(entry or [GPUOPS]), *args],
         capture_output=True,
         text=True,
         check=True,
@@ -96,6 +98,35 @@ def test_every_get_of_a_plain_check_is_answered_ahead_and_the_result_is_the_same
     assert len([line for line in taken if "/api/v1/nodes?" in line]) == -(-nodes // 2)
     assert [line for line in taken if "/resourcequotas" in line]
     assert [line for line in taken if "/api/v1/pods?" in line]
+    monkeypatch.setattr(pager, "PAGE_SIZE", 2)
+    want_code, want_out, _ = in_process(check(kube_lab.kubeconfig))
+    assert (code, document(stdout)) == (want_code, document(want_out))
+
+
+#: ``gpuops ARGS`` as the executable runs it, with the fetching process's byte budget at one
+#: byte: it stops asking for pages after the first ones (the command asks for the rest).
+SMALL_BUDGET = """
+import sys
+from gpuops.adapters.kube import prefetch
+prefetch._BUDGET = 1
+sys.argv = ["gpuops", *sys.argv[1:]]
+from gpuops.cli.start import main
+main()
+"""
+
+
+def test_past_its_budget_the_pages_are_asked_for_by_the_command(
+    kube_lab: KubeLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, stdout, stderr = executable(
+        ["-vv", *check(kube_lab.kubeconfig)],
+        {"GPUOPS_KUBE_PAGE_SIZE": "2"},
+        entry=[sys.executable, "-c", SMALL_BUDGET],
+    )
+    assert code == 0, stderr
+    pages = [line for line in stderr.splitlines() if "GET /api/v1/nodes?" in line]
+    assert [line for line in pages if TAKEN in line]  # the first ones
+    assert [line for line in pages if "not fetched ahead; sending it" in line]  # the rest
     monkeypatch.setattr(pager, "PAGE_SIZE", 2)
     want_code, want_out, _ = in_process(check(kube_lab.kubeconfig))
     assert (code, document(stdout)) == (want_code, document(want_out))

@@ -118,18 +118,19 @@ def test_what_the_fetching_process_gave_up_or_never_sent_is_sent_by_the_command(
 
 
 def test_frames_that_cannot_be_read_end_it_without_an_error() -> None:
-    read_fd, write_fd = os.pipe()
-    taker = ahead._Ahead(0, read_fd)
-    os.write(write_fd, b"W" + (10).to_bytes(8, "big") + b"\xff" * 10)  # not UTF-8
-    os.close(write_fd)
-    assert taker.take(CREDS, LIST, headers()) is None
-    taker.close()
-    read_fd, write_fd = os.pipe()
-    taker = ahead._Ahead(0, read_fd)
-    os.write(write_fd, b"W" + (1 << 40).to_bytes(8, "big") + b"short")  # cut off
-    os.close(write_fd)
-    assert taker.take(CREDS, LIST, headers()) is None
-    taker.close()
+    for garbage in (
+        b"W" + (10).to_bytes(4, "big") + bytes(8) + b"\xff" * 10,  # not UTF-8
+        b"W" + (5).to_bytes(4, "big") + (1 << 40).to_bytes(8, "big"),  # longer than any
+        b"W" + (10).to_bytes(4, "big") + bytes(8) + b"short",  # cut off
+        b"X" + (2).to_bytes(4, "big") + bytes(8) + b"??",  # no such frame
+        b"A" + (3).to_bytes(4, "big") + bytes(8) + b"a\tb",  # an answer without its lines
+    ):
+        read_fd, write_fd = os.pipe()
+        taker = ahead._Ahead(0, read_fd)
+        os.write(write_fd, garbage)
+        os.close(write_fd)
+        assert taker.take(CREDS, LIST, headers()) is None
+        taker.close()
 
 
 def test_nothing_is_taken_when_nothing_was_started() -> None:

@@ -23,22 +23,25 @@ import select
 import signal
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuops.adapters.kube.creds import Credentials
 
 log = logging.getLogger(__name__)
+
 #: Frames from the fetching process: what it will fetch (``target\taccept`` lines), an
-#: answer, a request it gave up on. Each is its kind, the payload's length and the payload.
+#: answer (``target``, ``accept``, its request key, status and media type, a line each; then
+#: its body), a request it gave up on. Each frame is its kind, the lengths of its head and
+#: its body, then those.
 _WILL, _ANSWER, _GAVE_UP = b"W", b"A", b"G"
-_FRAME = struct.Struct("!cQ")
-_JSON = "application/json"
+_FRAME = struct.Struct("!cIQ")
 #: How long the command waits for the next frame before it sends its requests itself
 #: (the transport's read timeout: the fetching process would have given up by then).
 _QUIET_S = 60.0
-_READ = 1 << 20
+#: Larger than any frame the fetching process writes (a head is a few lines, a body one page).
+_MAX_HEAD, _MAX_BODY = 1 << 16, 1 << 30
 
 
 class Answer:
@@ -46,8 +49,20 @@ class Answer:
 
     __slots__ = ("body", "media", "status")
 
-    def __init__(self, status: int, media: str, body: bytes) -> None:
+    def __init__(self, status: int, media: str, body: bytes | bytearray) -> None:
         self.status, self.media, self.body = status, media, body
+
+    def reader(self) -> Callable[[int], bytes]:
+        """``read(n)``: the body's next bytes (at most ``n``; ``b""`` at its end)."""
+        view, at = memoryview(self.body), 0
+
+        def read(n: int) -> bytes:
+            nonlocal at
+            chunk = bytes(view[at : at + n])
+            at += len(chunk)
+            return chunk
+
+        return read
 
 
 def request_key(creds: Credentials, target: str, headers: Mapping[str, str]) -> str:
@@ -101,12 +116,12 @@ class _Ahead:
                     self._reading = False
                     self._cond.notify_all()
 
-    def _file(self, frame: tuple[bytes, bytes] | None) -> None:
+    def _file(self, frame: tuple[bytes, str, bytearray] | None) -> None:
         """Note what ``frame`` says. At the end of the pipe, or at a frame that cannot be
         read, the fetching process is stopped: what has not come, the command sends itself."""
         try:
             done = frame is None or not self._note(*frame)
-        except ValueError:  # UnicodeDecodeError too
+        except ValueError:
             done = True
         if done:
             self._ended = True
@@ -114,44 +129,52 @@ class _Ahead:
         else:
             self._first = True
 
-    def _note(self, kind: bytes, payload: bytes) -> bool:
+    def _note(self, kind: bytes, head: str, body: bytearray) -> bool:
         if kind == _WILL:
-            self._coming.update(_asked(line) for line in payload.decode().splitlines())
+            self._coming.update(_asked(line) for line in head.splitlines())
         elif kind == _GAVE_UP:
-            self._coming.discard(_asked(payload.decode()))
+            self._coming.discard(_asked(head))
         elif kind == _ANSWER:
-            head, _, body = payload.partition(b"\n\n")
-            target, accept, key, status, media = head.decode().split("\n")
+            target, accept, key, status, media = head.split("\n")
             self._coming.discard((target, accept))
             self._answers[(target, accept)] = (key, Answer(int(status), media, body))
         else:
             return False
         return True
 
-    def _next_frame(self) -> tuple[bytes, bytes] | None:
+    def _next_frame(self) -> tuple[bytes, str, bytearray] | None:
         """The next frame; ``None`` at the end of the pipe (or when nothing came for
-        :data:`_QUIET_S`)."""
-        head = self._read_exactly(_FRAME.size)
-        if head is None:
+        :data:`_QUIET_S`, or it is no frame)."""
+        fixed = self._read(_FRAME.size)
+        if fixed is None:
             return None
-        kind, size = _FRAME.unpack(head)
-        payload = self._read_exactly(size)
-        return None if payload is None else (kind, payload)
+        kind, head_size, body_size = _FRAME.unpack(fixed)
+        if head_size > _MAX_HEAD or body_size > _MAX_BODY:  # not what the fetching process writes
+            return None
+        head, body = self._read(head_size), self._read(body_size)
+        if head is None or body is None:
+            return None
+        try:
+            return kind, head.decode(), body
+        except UnicodeDecodeError:
+            return None
 
-    def _read_exactly(self, size: int) -> bytes | None:
-        chunks, left = [], size
-        while left:
-            try:
-                if self._fd < 0 or not select.select([self._fd], [], [], _QUIET_S)[0]:
+    def _read(self, size: int) -> bytearray | None:
+        """``size`` bytes of the pipe, read into one buffer; ``None`` if they do not come."""
+        buf = bytearray(size)
+        with memoryview(buf) as view:
+            got = 0
+            while got < size:
+                try:
+                    if self._fd < 0 or not select.select([self._fd], [], [], _QUIET_S)[0]:
+                        return None
+                    n = os.readv(self._fd, [view[got:]])
+                except OSError:
                     return None
-                chunk = os.read(self._fd, min(left, _READ))
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+                if not n:
+                    return None
+                got += n
+        return buf
 
     def close(self) -> None:
         """Stop the fetching process (if it still runs) and reap it; close the pipe."""
@@ -204,17 +227,19 @@ class Frames:
         self._writer.start()
 
     def will(self, asked: Sequence[tuple[str, str]]) -> None:
-        self._put(_WILL, "".join(f"{t}\t{a}\n" for t, a in asked).encode())
+        self._put(_WILL, "".join(f"{t}\t{a}\n" for t, a in asked))
 
     def gave_up(self, target: str, accept: str) -> None:
-        self._put(_GAVE_UP, f"{target}\t{accept}".encode())
+        self._put(_GAVE_UP, f"{target}\t{accept}")
 
     def answer(self, target: str, accept: str, key: str, answer: Answer) -> None:
-        head = f"{target}\n{accept}\n{key}\n{answer.status}\n{answer.media}\n\n".encode()
-        self._put(_ANSWER, head, answer.body)
+        self._put(
+            _ANSWER, f"{target}\n{accept}\n{key}\n{answer.status}\n{answer.media}", answer.body
+        )
 
-    def _put(self, kind: bytes, *payload: bytes) -> None:
-        self._queue.put((_FRAME.pack(kind, sum(map(len, payload))), *payload))
+    def _put(self, kind: bytes, head: str, body: bytes | bytearray = b"") -> None:
+        data = head.encode()
+        self._queue.put((_FRAME.pack(kind, len(data), len(body)), data, bytes(body)))
 
     def _write(self) -> None:
         with contextlib.suppress(OSError):  # the command has gone (or closed the pipe)

@@ -24,9 +24,11 @@ the official client's loaders) nor with a malformed page size: the command asks 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import NoReturn
 
@@ -38,6 +40,11 @@ from gpuops.adapters.kube.transport import Transport
 
 _JSON = "application/json"
 _LISTS = (paths.NODES, paths.POD_LIST)
+_PIPE_SIZE = 1 << 20
+#: The bytes of LIST pages fetched ahead, at most (and the pages in flight when it is
+#: reached): the start it hides takes a fraction of a second; the pages after it are the
+#: command's to fetch, decoding each as it arrives. At 506 nodes the LISTs are 11 MiB.
+_BUDGET = 32 << 20
 
 
 def start(kubeconfig: str | None, context: str | None, namespace: str) -> None:
@@ -47,6 +54,8 @@ def start(kubeconfig: str | None, context: str | None, namespace: str) -> None:
     if ahead.expecting():
         return
     read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError):  # fewer, larger writes and reads (the default: 64 KiB)
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
     try:
         pid = os.fork()
     except OSError:  # no process to spare: the command sends its requests itself
@@ -83,8 +92,9 @@ def _fetch(http: Transport, creds: Credentials, out: ahead.Frames, namespace: st
     reads = [paths.namespace_path(namespace), paths.quotas_path(namespace)]
     lists = [(p, q, paths.target(p, paths.page_query(q, ""))) for p, q in _LISTS]
     out.will([(t, _JSON) for t in reads] + [(first, paths.LIST_ACCEPT) for *_, first in lists])
+    budget = _Budget(_BUDGET)
     work = [partial(_reads, http, creds, out, reads)]
-    work += [partial(_pages, http, creds, out, *one) for one in lists]
+    work += [partial(_Walk(http, creds, out, budget, p, q).run, first) for p, q, first in lists]
     threads = [threading.Thread(target=w, name="gpuops-prefetch") for w in work]
     for thread in threads:
         thread.start()
@@ -104,63 +114,77 @@ def _reads(http: Transport, creds: Credentials, out: ahead.Frames, targets: list
         out.answer(target, _JSON, key, ahead.Answer(status, _JSON, body))
 
 
-def _pages(
-    http: Transport,
-    creds: Credentials,
-    out: ahead.Frames,
-    path: str,
-    query: Mapping[str, str],
-    first: str,
-) -> None:
+class _Walk:
     """The pages of one LIST as :meth:`.pager.Pager._read_list` asks for them: page n+1 as
     soon as page n's head has brought its continue token, up to :data:`.paths.PAGES_AHEAD`
     at once. Page n+1 is announced before page n's answer: the command, having read page n,
-    knows whether page n+1 is coming."""
-    slots = threading.BoundedSemaphore(paths.PAGES_AHEAD)
-    threads: list[threading.Thread] = []
+    knows whether page n+1 is coming. No page is asked for once the answers fetched (of every
+    LIST) hold :data:`_BUDGET` bytes: the command asks for the rest itself."""
 
-    def follow(target: str) -> None:
-        threads.append(threading.Thread(target=fetch, args=(target,), name="gpuops-prefetch"))
-        threads[-1].start()
+    def __init__(
+        self,
+        http: Transport,
+        creds: Credentials,
+        out: ahead.Frames,
+        budget: _Budget,
+        path: str,
+        query: Mapping[str, str],
+    ) -> None:
+        self._http, self._creds, self._out, self._budget = http, creds, out, budget
+        self._path, self._query = path, query
+        self._slots = threading.BoundedSemaphore(paths.PAGES_AHEAD)
+        self._threads: list[threading.Thread] = []
 
-    def fetch(target: str) -> None:
-        with slots:
-            _page(http, creds, out, target, partial(_next, path, query), follow)
+    def run(self, first: str) -> None:
+        self._follow(first)
+        for thread in self._threads:  # a page's thread is added by its predecessor's
+            thread.join()
 
-    follow(first)
-    for thread in threads:  # each page's thread is added by its predecessor's, before it ends
-        thread.join()
+    def _follow(self, target: str) -> None:
+        self._threads.append(threading.Thread(target=self._fetch, args=(target,)))
+        self._threads[-1].start()
+
+    def _fetch(self, target: str) -> None:
+        with self._slots:
+            self._page(target)
+
+    def _page(self, target: str) -> None:
+        accept, chunks = paths.LIST_ACCEPT, []
+        token: str | None = None
+        try:
+            with self._http.stream(target, what="a LIST ahead", accept=accept) as answer:
+                status, media, read = answer
+                protobuf = 200 <= status < 300 and media == paths.PROTOBUF_MEDIA
+                # a JSON list (a server without protobuf) is paged by the command itself
+                while chunk := read(paths.READ_SIZE if token is not None else paths.HEAD_READ):
+                    chunks.append(chunk)
+                    if protobuf and token is None:
+                        token = wire.list_continue(b"".join(chunks))
+                        if token and self._budget.left():
+                            following = paths.target(
+                                self._path, paths.page_query(self._query, token)
+                            )
+                            self._out.will([(following, accept)])
+                            self._follow(following)
+        except Exception:  # the command sends it itself, and reports what happens
+            self._out.gave_up(target, accept)
+            return
+        body = b"".join(chunks)
+        self._budget.spend(len(body))
+        key = ahead.request_key(self._creds, target, self._http.headers(None, "", accept))
+        self._out.answer(target, accept, key, ahead.Answer(status, media, body))
 
 
-def _next(path: str, query: Mapping[str, str], token: str) -> str:
-    return paths.target(path, paths.page_query(query, token))
+class _Budget:
+    """Bytes of answers the fetching process may still fetch (shared by its LISTs)."""
 
+    def __init__(self, size: int) -> None:
+        self._left, self._lock = size, threading.Lock()
 
-def _page(
-    http: Transport,
-    creds: Credentials,
-    out: ahead.Frames,
-    target: str,
-    next_page: Callable[[str], str],
-    follow: Callable[[str], None],
-) -> None:
-    accept = paths.LIST_ACCEPT
-    chunks: list[bytes] = []
-    token: str | None = None
-    try:
-        with http.stream(target, what="a LIST ahead", accept=accept) as (status, media, read):
-            protobuf = 200 <= status < 300 and media == paths.PROTOBUF_MEDIA
-            # a JSON list (a server without protobuf) is paged by the command itself
-            while chunk := read(paths.READ_SIZE if token is not None else paths.HEAD_READ):
-                chunks.append(chunk)
-                if protobuf and token is None:
-                    token = wire.list_continue(b"".join(chunks))
-                    if token:
-                        following = next_page(token)
-                        out.will([(following, accept)])
-                        follow(following)
-    except Exception:  # the command sends it itself, and reports what happens
-        out.gave_up(target, accept)
-        return
-    key = ahead.request_key(creds, target, http.headers(None, "", accept))
-    out.answer(target, accept, key, ahead.Answer(status, media, b"".join(chunks)))
+    def spend(self, size: int) -> None:
+        with self._lock:
+            self._left -= size
+
+    def left(self) -> bool:
+        with self._lock:
+            return self._left > 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import io
 import socket
 import ssl
 import threading
@@ -121,7 +120,7 @@ class Transport:
         (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
         headers = self.headers(body, content_type)
         if method == "GET" and (ahead := fetched_ahead(self._creds, target, headers)) is not None:
-            return ahead.status, ahead.body
+            return ahead.status, bytes(ahead.body)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
                 method, self._prefix + target, body, headers, what
@@ -147,7 +146,7 @@ class Transport:
         :class:`Unreachable` as in :meth:`request`."""
         headers = self.headers(None, "", accept)
         if (ahead := fetched_ahead(self._creds, target, headers)) is not None:
-            yield ahead.status, ahead.media, io.BytesIO(ahead.body).read
+            yield ahead.status, ahead.media, ahead.reader()
             return
         if self._proxy is not None:
             status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
