@@ -103,6 +103,22 @@ def test_every_get_of_a_plain_check_is_answered_ahead_and_the_result_is_the_same
     assert (code, document(stdout)) == (want_code, document(want_out))
 
 
+def test_as_the_jenkins_step_calls_it_the_gets_are_sent_ahead_too(
+    kube_lab: KubeLab, tmp_path: Path
+) -> None:
+    """The options in a JSON parameters file, the kubeconfig in $KUBECONFIG (gpuopsExec)."""
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"gpus_per_pod": 1, "show_nodes": True}))
+    env = {"GPUOPS_PARAMS_FILE": str(params), "KUBECONFIG": str(kube_lab.kubeconfig)}
+    code, stdout, stderr = executable(["-vv", "--output", "json", "headroom", "check"], env)
+    assert code == 0, stderr
+    assert [line for line in stderr.splitlines() if TAKEN in line]
+    assert SENT not in stderr
+    args = ["--output", "json", "--params-file", str(params), "headroom", "check"]
+    want_code, want_out, _ = in_process([*args, "--kubeconfig", str(kube_lab.kubeconfig)])
+    assert (code, document(stdout)) == (want_code, document(want_out))
+
+
 #: ``gpuops ARGS`` as the executable runs it, with the fetching process's byte budget at one
 #: byte: it stops asking for pages after the first ones (the command asks for the rest).
 SMALL_BUDGET = """

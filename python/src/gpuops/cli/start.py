@@ -1,18 +1,21 @@
 """The ``gpuops`` executable's entry: for ``headroom check``, its requests go out first.
 
-Loading click and the CLI takes ~0.15 s of CPU before a command asks its cluster anything;
-at 500 nodes the API server's LISTs take as long again (issue 17, "The start"). For a command
-line that is plainly ``gpuops [globals] headroom check [its options]``, :func:`main` first has
-a process forked that sends the check's GETs (:func:`gpuops.usecases.ahead.headroom_check`),
-then loads the CLI and runs the command as always; the command's client takes an answer
-fetched ahead only for the identical request. Anything unusual in the command line (another
-command, an option this module does not know, ``--help``, ``--environment``, a parameters
-file) starts nothing. This module loads nothing but ``os`` and ``sys``.
+Loading click and the CLI takes ~0.1 s of CPU before a command asks its cluster anything;
+at 500 nodes the API server's LISTs take ~0.3 s (issue 17, "The start"). For a command line
+that is plainly ``gpuops [globals] headroom check [its options]`` (its options on the line or
+in the JSON parameters file, as the Jenkins step gives them), :func:`main` first has a
+process forked that sends the check's GETs (:func:`gpuops.usecases.ahead.headroom_check`),
+then loads the CLI and runs the command as always; the command's transport takes an answer
+fetched ahead only for the identical request. Anything unusual (another command, an option
+or parameter this module does not know, ``--help``, ``--environment``, a parameters file
+click would refuse) sends nothing ahead. This module loads nothing but ``os``, ``stat`` and
+``sys`` (and ``json`` for a parameters file).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without loading typing
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 #: gpuops.contract.PARAMS_ENV (not imported: it loads more than this module may)
 _PARAMS_ENV = "GPUOPS_PARAMS_FILE"
 #: The root's options before the command (with a value, or flags).
-_GLOBAL_VALUE = frozenset({"-o", "--output", "--result-file", "--error-file"})
+_GLOBAL_VALUE = frozenset({"-o", "--output", "--result-file", "--error-file", "--params-file"})
 _GLOBAL_FLAG = frozenset({"-v", "--verbose", "--debug"})
 #: The options of ``headroom check`` (with a value, or flags) but ``--environment`` and
 #: ``--release-config``: the cluster and namespace would come from a file.
@@ -37,6 +40,12 @@ _CHECK_VALUE = frozenset(
 )  # fmt: skip
 _CHECK_FLAG = frozenset({"--show-nodes", "-v", "--verbose"})
 _OUTPUTS = ("text", "json")
+#: The keys of a parameters file the command takes (its options', ``-o``/``-v`` are not).
+_CHECK_KEYS = frozenset(
+    o[2:].replace("-", "_") for o in _CHECK_VALUE | _CHECK_FLAG if o[:2] == "--"
+) - {"output", "verbose"}
+#: gpuops.contract.MAX_PARAMS_BYTES
+_PARAMS_MAX = 1 << 20
 
 
 def main() -> NoReturn:
@@ -54,9 +63,10 @@ def headroom_check_cluster(
     argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[str | None, str | None, str] | None:
     """(kubeconfig, context, namespace) of a plain ``headroom check`` command line, as click
-    will read them (the last one given wins; ``--kubeconfig`` else ``$KUBECONFIG``; the
-    namespace ``default`` unless given); ``None`` for anything else."""
-    if environ.get(_PARAMS_ENV) or environ.get("GPUOPS_OUTPUT", "") not in ("", *_OUTPUTS):
+    will read them: the last option given wins, then ``$KUBECONFIG`` (for the kubeconfig),
+    then the parameters file (``--params-file``, ``$GPUOPS_PARAMS_FILE``: how the Jenkins
+    step calls it), then the default; ``None`` for anything else."""
+    if environ.get("GPUOPS_OUTPUT", "") not in ("", *_OUTPUTS):
         return None
     args = list(argv)
     if "headroom" not in args:
@@ -65,20 +75,51 @@ def headroom_check_cluster(
     if args[at + 1 : at + 2] != ["check"]:
         return None
     given = _options(args[at + 2 :], _CHECK_VALUE, _CHECK_FLAG)
-    if _options(args[:at], _GLOBAL_VALUE, _GLOBAL_FLAG) is None or given is None:
+    root = _options(args[:at], _GLOBAL_VALUE, _GLOBAL_FLAG)
+    if root is None or given is None:
         return None
-    if "--gpus-per-pod" not in given:
+    params_file = root.get("--params-file") or environ.get(_PARAMS_ENV)
+    params = _params(params_file) if params_file else {}
+    if params is None or ("--gpus-per-pod" not in given and "gpus_per_pod" not in params):
         return None  # click refuses the command line
-    if "--kubeconfig" in given:
-        kubeconfig: str | None = given["--kubeconfig"]
-    else:
-        kubeconfig = environ.get("KUBECONFIG") or None  # as click: an empty variable is none
-    context, namespace = given.get("--context"), given.get("--namespace", "default")
+
+    def value(option: str, env: str = "") -> str | None:
+        if option in given:
+            return given[option]
+        if env and environ.get(env):  # as click: an empty variable is none
+            return environ[env]
+        found = params.get(option[2:])
+        return found if isinstance(found, str) else None
+
+    kubeconfig, context = value("--kubeconfig", "KUBECONFIG"), value("--context")
+    namespace = value("--namespace")
+    namespace = "default" if namespace is None else namespace
     if any(v is not None and not _text(v) for v in (kubeconfig, context)):
         return None  # click refuses it (exit 2): no request may go out for it
     if not _dns_label(namespace):
         return None
     return kubeconfig, context, namespace
+
+
+def _params(path: str) -> dict[str, object] | None:
+    """The parameters file, if it is one click will take for ``headroom check`` (a regular
+    file of at most 1 MiB, a JSON object of the check's option names but ``environment`` and
+    ``release_config``, the kubeconfig, context and namespace strings); else ``None``."""
+    import json  # noqa: PLC0415 - only with a parameters file
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            text = f.read(_PARAMS_MAX + 1)
+        doc = json.loads(text) if len(text) <= _PARAMS_MAX else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or not set(doc) <= _CHECK_KEYS:
+        return None
+    where = [doc[k] for k in ("kubeconfig", "context", "namespace") if k in doc]
+    return doc if all(isinstance(v, str) and v for v in where) else None
 
 
 def _options(
