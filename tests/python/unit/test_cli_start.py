@@ -156,10 +156,10 @@ def test_the_options_known_are_those_of_headroom_check_and_of_the_root() -> None
     assert start._PARAMS_ENV == contract.PARAMS_ENV
 
 
-def test_the_entry_module_loads_nothing_but_os_stat_and_sys() -> None:
+def test_the_entry_module_loads_nothing_but_gc_os_stat_and_sys() -> None:
     code = (
         "import sys; before = set(sys.modules); import gpuops.cli.start;"
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['__future__', 'gpuops', 'gpuops.cli', 'gpuops.cli.start']"
+    assert out.stdout.strip() == "['__future__', 'gc', 'gpuops', 'gpuops.cli', 'gpuops.cli.start']"

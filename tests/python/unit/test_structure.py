@@ -161,6 +161,23 @@ def test_headroom_check_sends_its_gets_ahead_before_the_cli_loads(tmp_path: Path
     assert not loaded & NOT_AT_THE_FORK, sorted(loaded & NOT_AT_THE_FORK)
 
 
+def test_a_protobuf_list_is_read_without_the_json_decoder() -> None:
+    """The API server answers gpuops's LISTs in protobuf: msgspec (the JSON pages' decoder,
+    with typing_extensions and more) is loaded only for a JSON answer."""
+    code = (
+        "import sys\n"
+        "from gpuops.adapters.kube import client, pager, proto\n"
+        "pods = proto.message_type('PodList')()\n"
+        "pods.items.add().metadata.name = 'p'\n"
+        "raw = proto.message_type('Unknown')(raw=pods.SerializeToString()).SerializeToString()\n"
+        "reader = pager.pod_reader(None, pager.PROTOBUF_MEDIA)\n"
+        "items = reader.feed(proto.MAGIC + raw) + reader.end()\n"
+        "print(len(items), 'msgspec' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False"]
+
+
 def _leaf_commands() -> list[tuple[str, click.Command]]:
     """Every leaf command: the product's and those installed distributions add (``lab``)."""
     ctx = click.Context(cli)

@@ -25,8 +25,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-from gpuops.adapters.kube import pages as kubepages
-from gpuops.adapters.kube import paths
+from gpuops.adapters.kube import items, paths
 from gpuops.adapters.kube.calls import ExpiredError, NotFound, call, check_status, parse_json
 from gpuops.adapters.kube.paths import PROTOBUF_MEDIA
 from gpuops.adapters.kube.shape import page_items
@@ -44,25 +43,30 @@ _AHEAD, _READ_SIZE, _HEAD_READ = paths.PAGES_AHEAD, paths.READ_SIZE, paths.HEAD_
 #: What a node or pod LIST accepts (:data:`.paths.LIST_ACCEPT`; a test may ask for JSON only).
 LIST_ACCEPT = paths.LIST_ACCEPT
 #: A page's reader for the media type of its answer.
-Readers = Callable[[str], kubepages.PageReader[T]]
+Readers = Callable[[str], items.PageReader[T]]
 
 
-def node_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Node]:
-    """The reader of a node LIST page answered as ``media``."""
+def node_reader(resources: frozenset[str] | None, media: str) -> items.PageReader[Node]:
+    """The reader of a node LIST page answered as ``media``; each decoder is loaded only
+    when an answer needs it (protobuf: upb; JSON: msgspec)."""
     if media == PROTOBUF_MEDIA:
-        from gpuops.adapters.kube import proto  # noqa: PLC0415 - protobuf only when answered
+        from gpuops.adapters.kube import proto  # noqa: PLC0415
 
         return proto.node_reader(resources)
-    return kubepages.node_reader(resources)
+    from gpuops.adapters.kube import pages  # noqa: PLC0415
+
+    return pages.node_reader(resources)
 
 
-def pod_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Pod]:
-    """The reader of a pod LIST page answered as ``media``."""
+def pod_reader(resources: frozenset[str] | None, media: str) -> items.PageReader[Pod]:
+    """The reader of a pod LIST page answered as ``media`` (as :func:`node_reader`)."""
     if media == PROTOBUF_MEDIA:
-        from gpuops.adapters.kube import proto  # noqa: PLC0415 - protobuf only when answered
+        from gpuops.adapters.kube import proto  # noqa: PLC0415
 
         return proto.pod_reader(resources)
-    return kubepages.pod_reader(resources)
+    from gpuops.adapters.kube import pages  # noqa: PLC0415
+
+    return pages.pod_reader(resources)
 
 
 class Pager:
@@ -106,7 +110,7 @@ class Pager:
         names the item and field; should that read succeed, the list still fails."""
         try:
             return self._restarting(path, what, partial(self._read_list, path, what, reader, query))
-        except kubepages.PageError as exc:
+        except items.PageError as exc:
             if exc.invalid:
                 raise OperationFailed(
                     f"the Kubernetes API at {self.server} sent invalid {exc.encoding} for {what}"

@@ -16,10 +16,10 @@ The schema below names only the fields gpuops reads, with the field numbers of
 ``k8s.io/api/core/v1/generated.proto`` and ``k8s.io/apimachinery/.../generated.proto``
 (stable: protobuf field numbers are never reused); every other field is skipped by the
 parser. The items become the same :mod:`gpuops.core.kubemodel` objects as from JSON
-(:mod:`.pages` does the conversion for both; an integration test lists the lab's
+(:mod:`.items` does the conversion for both; an integration test lists the lab's
 cluster both ways and compares).
 
-A truncated or corrupt answer raises :class:`~.pages.PageError` (``invalid``), as JSON
+A truncated or corrupt answer raises :class:`~.items.PageError` (``invalid``), as JSON
 that does not parse does: a verdict is never computed from a list we could not read.
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from gpuops.adapters.kube import wire
-from gpuops.adapters.kube.pages import PageError, node_item, pod_item
+from gpuops.adapters.kube.items import PageError, node_item, pod_item
 from gpuops.adapters.kube.paths import PROTOBUF_MAGIC as MAGIC
 from gpuops.adapters.kube.shape import Resources
 from gpuops.core.kubemodel import Node, Pod
