@@ -72,8 +72,9 @@ PAGES_AHEAD = 3
 READ_SIZE, HEAD_READ = 1 << 20, 1 << 14
 
 
-def page_query(query: Mapping[str, str], token: str, size: int = PAGE_SIZE) -> dict[str, str]:
-    """The query of one page: ``limit`` (when paging) and the ``continue`` token, if any."""
+def page_query(query: Mapping[str, str], token: str, size: int) -> dict[str, str]:
+    """The query of one page of ``size`` objects: ``limit`` (0: no paging) and the
+    ``continue`` token, if any."""
     q = {**query, "limit": str(size)} if size else dict(query)
     if token:
         q["continue"] = token
