@@ -3,21 +3,23 @@
 Rooms, from the wire up:
 
 - the transport: :mod:`.transport` (HTTPS to one API server), :mod:`.creds` (credentials
-  without the official client), :mod:`.config` (a kubeconfig checked in our words first),
-  :mod:`.ahead` (answers to GETs a command will send, fetched by a process started before
-  the command loaded);
+  without the official client), :mod:`.config` (a kubeconfig checked in our words first);
 - one call and its answer: :mod:`.calls` (HTTP status to :mod:`gpuops.errors`);
-- LISTs: :mod:`.paths` (what is asked), :mod:`.pager` (pages, pages ahead, the one retry of
-  an expired list);
+- LISTs: :mod:`.paths` (what is asked, in pages of what size), :mod:`.pager` (pages, pages
+  ahead, the one retry of an expired list);
 - the decoders: :mod:`.pages` (LIST pages by shape, JSON), :mod:`.proto` (LIST pages in
-  protobuf; :mod:`.wire` reads the wire format without the protobuf library),
-  :mod:`.decode` (other answers, as dicts), :mod:`.shape` (shape checks);
+  protobuf; :mod:`.wire` reads the wire format without the protobuf library), :mod:`.items`
+  (the items of either into model objects), :mod:`.decode` (other answers, as dicts),
+  :mod:`.shape` (shape checks);
 - the client and what is built on it: :mod:`.client` (:class:`KubeClient`: LISTs, quotas,
   one workload, single calls), :mod:`.nodes` (cordon, drain, labels), :mod:`.apps`
-  (Deployments, Leases, ConfigMaps of a release).
+  (Deployments, Leases, ConfigMaps of a release);
+- ahead of a command: :mod:`.prefetch` (a process forked before the command loads sends its
+  GETs and makes its client calls), :mod:`.ahead` (what that process delivers, taken only
+  for the identical request or call).
 
 The names below are loaded on first use: importing one room (the credentials and the
-transport, for :mod:`.ahead`) does not load the client and its decoders.
+transport, before :mod:`.prefetch` forks) does not load the client and its decoders.
 """
 
 from __future__ import annotations

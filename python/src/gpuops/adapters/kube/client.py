@@ -7,7 +7,9 @@ providers, in-cluster; :mod:`.config`); requests go out over a lean HTTPS transp
 :mod:`.calls`. LISTs are paged by :mod:`.pager` (node and pod pages decoded by shape:
 :mod:`.pages`, :mod:`.proto`), other answers read as JSON and picked apart by
 :mod:`.decode`. Every client or transport exception becomes a :mod:`gpuops.errors` exception
-naming the server or object.
+naming the server or object. A client of a plain kubeconfig takes the results of calls that
+a process forked before the command loaded made for it (:mod:`.prefetch`), for the identical
+call only (:func:`call_key`).
 """
 
 from __future__ import annotations

@@ -54,9 +54,9 @@ _JSON = "application/json"
 _LISTS = (paths.NODES, paths.POD_LIST)
 _PIPE_SIZE = 1 << 20
 #: The bytes of LIST pages fetched ahead of the calls, at most (and the pages in flight when
-#: it is reached; the calls' pager asks for the rest): what is fetched waits in memory until
-#: the calls have read it. At 506 nodes the LISTs are 11 MiB.
-_BUDGET = 32 << 20
+#: it is reached; the calls' pager asks for the rest, decoding each as it arrives): what is
+#: fetched waits in memory until the calls have read it. At 506 nodes the LISTs are 11 MiB.
+_BUDGET = 16 << 20
 
 
 def start(
