@@ -433,7 +433,7 @@ class Bench:
         out = self.tmp / "gpuops.out"
         env = {**self.env, "PYTHONPATH": source} if source else self.env
         argv = [
-            str(VENV_BIN / "gpuops"),
+            *_gpuops_exe(source),
             "--output",
             "json",
             "headroom",
@@ -461,7 +461,7 @@ class Bench:
         """A gpuops call that contacts no cluster (``--version``, ``headroom check --help``):
         the fixed start, apart from the LISTs; ``args`` empty: ``python -c pass``."""
         env = {**self.env, "PYTHONPATH": source} if source else self.env
-        argv = [str(VENV_BIN / "gpuops"), *args] if args else [sys.executable, "-c", "pass"]
+        argv = [*_gpuops_exe(source), *args] if args else [sys.executable, "-c", "pass"]
         t0 = time.perf_counter()
         p = spawn(argv, self.tmp / "rss.start", stdout=subprocess.DEVNULL, env=env)
         rc, rss = wait_child(p, self.tmp / "rss.start")
@@ -686,6 +686,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.curve and args.reuse:
         ap.error("--curve grows the lab it starts; it cannot use a lab given with --reuse")
     return args
+
+
+def _gpuops_exe(source: str | None) -> list[str]:
+    """The venv's ``gpuops``; for a ``--also`` tree older than its entry module
+    (``gpuops.cli.start``, issue 17), that tree's ``gpuops.cli.main:main``, as its
+    ``gpuops`` executable ran it."""
+    if source and not (Path(source) / "gpuops" / "cli" / "start.py").is_file():
+        return [sys.executable, "-c", "import sys; from gpuops.cli.main import main; main()"]
+    return [str(VENV_BIN / "gpuops")]
 
 
 def _variant(text: str) -> tuple[str, str]:

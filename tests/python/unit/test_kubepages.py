@@ -209,3 +209,19 @@ def test_a_cut_inside_an_item_waits_for_the_rest_of_it() -> None:
     assert reader.feed(raw[: false_cut + 20]) == []  # only the false cut so far: nothing
     pods = reader.feed(raw[false_cut + 20 :]) + reader.end()
     assert [(p.name, p.requests) for p in pods] == [("p0", {GPU: 2}), ("p1", {})]
+
+
+def test_an_absent_metadata_spec_or_status_reads_as_the_shapes_defaults() -> None:
+    """The conversion's stand-ins for what a JSON item lacks (gpuops.adapters.kube.items) hold
+    the defaults of the shapes msgspec decodes into."""
+    from gpuops.adapters.kube import items, pages
+
+    for stand_in, shape in [
+        (items._NO_NODE_META, pages._NodeMeta()),
+        (items._NO_NODE_SPEC, pages._NodeSpec()),
+        (items._NO_NODE_STATUS, pages._NodeStatus()),
+        (items._NO_POD_META, pages._PodMeta()),
+        (items._NO_POD_SPEC, pages._PodSpec()),
+    ]:
+        fields = {f: getattr(shape, f) for f in shape.__struct_fields__}
+        assert vars(stand_in) == fields, type(shape).__name__

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from gpuops.adapters.kube.pages import PROTOBUF_MAGIC
+from gpuops.adapters.kube.paths import PROTOBUF_MAGIC
 from gpuops.adapters.kube.transport import Transport
 from gpuops.errors import OperationFailed, Unreachable
 

@@ -7,21 +7,26 @@ providers, in-cluster; :mod:`.config`); requests go out over a lean HTTPS transp
 :mod:`.calls`. LISTs are paged by :mod:`.pager` (node and pod pages decoded by shape:
 :mod:`.pages`, :mod:`.proto`), other answers read as JSON and picked apart by
 :mod:`.decode`. Every client or transport exception becomes a :mod:`gpuops.errors` exception
-naming the server or object.
+naming the server or object. A client of a plain kubeconfig takes the results of calls that
+a process forked before the command loaded made for it (:mod:`.prefetch`), for the identical
+call only (:func:`call_key`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
-from gpuops.adapters.kube import calls
+from gpuops.adapters.kube import ahead as calls_ahead
+from gpuops.adapters.kube import calls, pager
 from gpuops.adapters.kube.calls import Conflict, NotFound
 from gpuops.adapters.kube.config import find_source, load_credentials
 from gpuops.adapters.kube.creds import Credentials, from_configuration, plain_kubeconfig
@@ -34,12 +39,15 @@ from gpuops.adapters.kube.decode import (
     scheduled_condition,
     workload_selector,
 )
-from gpuops.adapters.kube.pager import (
+from gpuops.adapters.kube.pager import Pager, node_reader, pod_reader
+from gpuops.adapters.kube.paths import (
+    BOUND_PODS,
+    NODES,
     PAGE_SIZE_ENV,
     PAGE_SIZE_PROBLEM,
-    Pager,
-    node_reader,
-    pod_reader,
+    POD_LIST,
+    namespace_path,
+    quotas_path,
 )
 from gpuops.adapters.kube.transport import Transport
 from gpuops.core.headroom import QuotaLimit
@@ -51,9 +59,9 @@ from gpuops.errors import InvalidInput, OperationFailed
 __all__ = ["BOUND_PODS", "WORKLOAD_KINDS", "Conflict", "KubeClient", "NotFound", "PodObject"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
 
-#: Pods that hold resources on a node: bound and not terminal.
-BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
 
 
@@ -66,13 +74,41 @@ class PodObject:
     scheduled_message: str
 
 
-class KubeClient:
-    """A thin client bound to one API server."""
+def call_key(identity: Any, method: str, *args: Any) -> str:
+    """What makes two calls the same (:mod:`.ahead`): the client's server, TLS settings and
+    Authorization (:func:`.ahead.identity`), the method and its arguments, the pager's
+    settings."""
+    return calls_ahead.call_key(identity, method, *args, pager.PAGE_SIZE, pager.LIST_ACCEPT)
 
-    def __init__(self, creds: Credentials) -> None:
+
+def _made_ahead(method: F) -> F:
+    """A call that a process forked before the command loaded (:mod:`.prefetch`) may have
+    made already, on a client of the same credentials: its result, if it was made for
+    exactly this call (:func:`call_key`); else the call, made here."""
+
+    @functools.wraps(method)
+    def call(self: KubeClient, *args: Any) -> Any:
+        if self._identity is not None:
+            found, result = calls_ahead.take_result(
+                call_key(self._identity, method.__name__, *args)
+            )
+            log.debug("%s: %s", method.__name__, "made ahead" if found else "made now")
+            if found:
+                return result
+        return method(self, *args)
+
+    return cast("F", call)
+
+
+class KubeClient:
+    """A thin client bound to one API server. ``ahead``: it takes the results of calls made
+    ahead for it, if there are (:func:`_made_ahead`)."""
+
+    def __init__(self, creds: Credentials, *, ahead: bool = False) -> None:
         self._http = Transport(creds)
         self.server: str = _safe_url(creds.server)
         self._pager = Pager(self._http, self.server)
+        self._identity = calls_ahead.identity(creds) if ahead else None
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
@@ -86,7 +122,9 @@ class KubeClient:
             raise InvalidInput(PAGE_SIZE_PROBLEM, hint=f"unset {PAGE_SIZE_ENV} or fix it")
         source = find_source(kubeconfig, context)
         if not source.in_cluster and (creds := plain_kubeconfig(kubeconfig, context)) is not None:
-            return cls(creds)  # no need to import the official client at all
+            # no need to import the official client at all; calls made ahead were made with
+            # the credentials of a plain kubeconfig too (.prefetch)
+            return cls(creds, ahead=calls_ahead.expecting())
         # the official client's loaders: exec plugins, auth providers, in-cluster, merging
         from kubernetes.client import Configuration  # noqa: PLC0415 - heavy; only when used
 
@@ -139,25 +177,28 @@ class KubeClient:
     # -- queries --------------------------------------------------------------------------
     def list_nodes(self, resources: frozenset[str] | None = None) -> list[Node]:
         """Every node; with ``resources``, only those names in allocatable and capacity."""
+        path, query = NODES
         return self._pager.list_streamed(
-            "/api/v1/nodes",
+            path,
             "list nodes",
             partial(node_reader, resources),
             partial(node_from_api_checked, resources=resources),
-            {},
+            query,
         )
 
     def list_bound_pods(self, resources: frozenset[str] | None = None) -> list[Pod]:
         """Non-terminal pods bound to a node, in all namespaces; with ``resources``, their
         requests of only those names (no placement either way)."""
+        path, query = POD_LIST
         return self._pager.list_streamed(
-            "/api/v1/pods",
+            path,
             "list pods",
             partial(pod_reader, resources),
             partial(pod_from_api_checked, resources=resources),
-            {"fieldSelector": BOUND_PODS},
+            query,
         )
 
+    @_made_ahead
     def list_nodes_and_bound_pods(
         self, resources: frozenset[str] | None = None
     ) -> tuple[list[Node], list[Pod], dict[str, float]]:
@@ -177,23 +218,22 @@ class KubeClient:
             nodes = nodes_future.result()
         return nodes, pods, timings
 
+    @_made_ahead
     def ensure_namespace(self, namespace: str) -> None:
         dns_label(namespace, "namespace")
         try:
-            self._get(f"/api/v1/namespaces/{namespace}", what=f"get namespace {namespace}")
+            self._get(namespace_path(namespace), what=f"get namespace {namespace}")
         except NotFound:
             raise InvalidInput(
                 f"namespace {namespace!r} does not exist on {self.server}",
                 hint="check --namespace (kubectl get namespaces)",
             ) from None
 
+    @_made_ahead
     def quota_limits(self, namespace: str, resource: str) -> list[QuotaLimit]:
         """``requests.<resource>`` and ``pods`` limits of the namespace's ResourceQuotas."""
         dns_label(namespace, "namespace")
-        doc = self._get(
-            f"/api/v1/namespaces/{namespace}/resourcequotas",
-            what=f"list resourcequotas in {namespace}",
-        )
+        doc = self._get(quotas_path(namespace), what=f"list resourcequotas in {namespace}")
         return quota_limits_from_api(doc, namespace, resource)
 
     def read_pod(self, namespace: str, name: str) -> PodObject:

@@ -18,18 +18,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import os
 import queue
 import re
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
-from gpuops.adapters.kube import pages as kubepages
+from gpuops.adapters.kube import items, paths
 from gpuops.adapters.kube.calls import ExpiredError, NotFound, call, check_status, parse_json
-from gpuops.adapters.kube.pages import PROTOBUF_MEDIA
+from gpuops.adapters.kube.paths import PROTOBUF_MEDIA
 from gpuops.adapters.kube.shape import page_items
 from gpuops.adapters.kube.transport import Transport
 from gpuops.core.kubemodel import Node, Pod
@@ -38,60 +36,37 @@ from gpuops.errors import OperationFailed
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Objects per LIST page (0: no paging). Node and pod pages are asked for ahead (``_AHEAD``
-#: at once), so that the API server prepares several pages in parallel: measured in the lab
-#: (50,000 pods, the server busy), pages of 500 one at a time 126 s, 3 ahead 70 s, pages of
-#: 1,000 3 ahead 34 s (medians of 3). An unpaged LIST must be served within the server's
-#: request timeout (60 s by default): on that busy server one was cut off mid-answer.
-PAGE_SIZE_ENV = "GPUOPS_KUBE_PAGE_SIZE"
-_PAGE_SIZE_DEFAULT, _PAGE_SIZE_MAX = 1000, 100_000
-
-
-def _page_size(value: str | None) -> tuple[int, str | None]:
-    """``$GPUOPS_KUBE_PAGE_SIZE`` (unset or empty: the default; 0: no paging) and what is
-    wrong with it."""
-    if value is None or value == "":
-        return _PAGE_SIZE_DEFAULT, None
-    if re.fullmatch(r"[0-9]{1,6}", value) and int(value) <= _PAGE_SIZE_MAX:
-        return int(value), None
-    shown = repr(value[:20])
-    return _PAGE_SIZE_DEFAULT, (
-        f"{PAGE_SIZE_ENV}={shown} is not a page size: a whole number from 0 (no paging) to "
-        f"{_PAGE_SIZE_MAX}"
-    )
-
-
-#: A malformed value is reported by :meth:`.client.KubeClient.connect` (exit 2), not at import.
-PAGE_SIZE, PAGE_SIZE_PROBLEM = _page_size(os.environ.get(PAGE_SIZE_ENV))
-#: Node and pod LIST pages in flight at once (each on its own connection).
-_AHEAD = 3
-#: Bytes read from a LIST answer at a time (then decoded); the first read is small, so that
-#: the head, with the next page's continue token, is seen early.
-_READ_SIZE, _HEAD_READ = 1 << 20, 1 << 14
-#: Node and pod LISTs are asked for in Kubernetes' protobuf encoding first (the API server
-#: encodes it several times faster than JSON: :mod:`.proto`), JSON where a server or a
-#: proxy in front of it does not offer it.
-LIST_ACCEPT = f"{PROTOBUF_MEDIA}, application/json"
+#: Objects per LIST page (0: no paging; :mod:`.paths`): a name of this module, which
+#: :func:`_page_query` reads, so that a test can page a small list.
+PAGE_SIZE = paths.PAGE_SIZE
+_AHEAD, _READ_SIZE, _HEAD_READ = paths.PAGES_AHEAD, paths.READ_SIZE, paths.HEAD_READ
+#: What a node or pod LIST accepts (:data:`.paths.LIST_ACCEPT`; a test may ask for JSON only).
+LIST_ACCEPT = paths.LIST_ACCEPT
 #: A page's reader for the media type of its answer.
-Readers = Callable[[str], kubepages.PageReader[T]]
+Readers = Callable[[str], items.PageReader[T]]
 
 
-def node_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Node]:
-    """The reader of a node LIST page answered as ``media``."""
+def node_reader(resources: frozenset[str] | None, media: str) -> items.PageReader[Node]:
+    """The reader of a node LIST page answered as ``media``; each decoder is loaded only
+    when an answer needs it (protobuf: upb; JSON: msgspec)."""
     if media == PROTOBUF_MEDIA:
-        from gpuops.adapters.kube import proto  # noqa: PLC0415 - protobuf only when answered
+        from gpuops.adapters.kube import proto  # noqa: PLC0415
 
         return proto.node_reader(resources)
-    return kubepages.node_reader(resources)
+    from gpuops.adapters.kube import pages  # noqa: PLC0415
+
+    return pages.node_reader(resources)
 
 
-def pod_reader(resources: frozenset[str] | None, media: str) -> kubepages.PageReader[Pod]:
-    """The reader of a pod LIST page answered as ``media``."""
+def pod_reader(resources: frozenset[str] | None, media: str) -> items.PageReader[Pod]:
+    """The reader of a pod LIST page answered as ``media`` (as :func:`node_reader`)."""
     if media == PROTOBUF_MEDIA:
-        from gpuops.adapters.kube import proto  # noqa: PLC0415 - protobuf only when answered
+        from gpuops.adapters.kube import proto  # noqa: PLC0415
 
         return proto.pod_reader(resources)
-    return kubepages.pod_reader(resources)
+    from gpuops.adapters.kube import pages  # noqa: PLC0415
+
+    return pages.pod_reader(resources)
 
 
 class Pager:
@@ -135,7 +110,7 @@ class Pager:
         names the item and field; should that read succeed, the list still fails."""
         try:
             return self._restarting(path, what, partial(self._read_list, path, what, reader, query))
-        except kubepages.PageError as exc:
+        except items.PageError as exc:
             if exc.invalid:
                 raise OperationFailed(
                     f"the Kubernetes API at {self.server} sent invalid {exc.encoding} for {what}"
@@ -305,7 +280,7 @@ class Pager:
         q = _page_query(query, token)
         out: list[T] = []
         followed = False
-        target = f"{path}?{urlencode(q)}" if q else path
+        target = paths.target(path, q)
         with self._http.stream(target, what=what, accept=LIST_ACCEPT) as (status, media, read):
             page = reader(media)
             if not 200 <= status < 300:
@@ -324,11 +299,8 @@ class Pager:
 
 
 def _page_query(query: Mapping[str, str], token: str) -> dict[str, str]:
-    """The query of one page: ``limit`` (when paging) and the ``continue`` token, if any."""
-    q = {**query, "limit": str(PAGE_SIZE)} if PAGE_SIZE else dict(query)
-    if token:
-        q["continue"] = token
-    return q
+    """The query of one page (:func:`.paths.page_query`) in pages of :data:`PAGE_SIZE`."""
+    return paths.page_query(query, token, PAGE_SIZE)
 
 
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')

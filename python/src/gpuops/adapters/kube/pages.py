@@ -4,9 +4,9 @@ A LIST page of pods is mostly what gpuops never reads (``managedFields``, status
 volumes). Parsing it whole into dicts and then picking fields (:mod:`.decode`) spends most
 of a large cluster's ``headroom check`` in the parser; msgspec, given the shape of what we
 read, validates the whole document but skips every other field without building it (~5x
-less CPU on a page of pods). The results are the same :mod:`gpuops.core.kubemodel` objects
+less CPU on a page of pods). The items become the same :mod:`gpuops.core.kubemodel` objects
 that :func:`.decode.node_from_api` and :func:`.decode.pod_from_api` build from the
-same JSON (a unit test holds the two together).
+same JSON (:mod:`.items`; a unit test holds the two together).
 
 A page that is not JSON, or whose known fields have an unexpected type (an item that is not
 an object, a name that is not a string, no ``items``), raises :class:`PageError`; the
@@ -17,15 +17,15 @@ is never computed from a page we could not read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from gpuops.adapters.kube.shape import Resources, amounts
-from gpuops.core.kubemodel import Container, Node, Placement, Pod, Taint, pod_requests
+from gpuops.adapters.kube.items import PageError, node_item, pod_item
+from gpuops.adapters.kube.shape import Resources
+from gpuops.core.kubemodel import Node, Pod
 
 T = TypeVar("T")
-_NO_PLACEMENT = Placement()
 
 # -- the shapes read (every other field is skipped) ---------------------------------------
 # gc=False: these objects hold no cycles; the collector need not track them.
@@ -120,37 +120,6 @@ _NODE_PAGE = msgspec.json.Decoder(_Page[_Node])
 _POD_PAGE = msgspec.json.Decoder(_Page[_Pod])
 _NODE_ITEMS = msgspec.json.Decoder(list[_Node])
 _POD_ITEMS = msgspec.json.Decoder(list[_Pod])
-_NO_NODE_META, _NO_NODE_SPEC, _NO_NODE_STATUS = _NodeMeta(), _NodeSpec(), _NodeStatus()
-_NO_POD_META, _NO_POD_SPEC = _PodMeta(), _PodSpec()
-
-
-#: Kubernetes' protobuf encoding (:mod:`.proto`): its media type, and the magic its answers
-#: start with. Here, not there, so that choosing a decoder does not import protobuf.
-PROTOBUF_MEDIA = "application/vnd.kubernetes.protobuf"
-PROTOBUF_MAGIC = b"k8s\x00"
-
-
-class PageReader(Protocol[T]):
-    """Decodes one LIST answer fed in pieces (JSON: :class:`ListReader`; protobuf:
-    :class:`.proto.ProtoListReader`)."""
-
-    token: str  # the list's continue token, once the head is read
-
-    @property
-    def head_read(self) -> bool: ...
-
-    def feed(self, data: bytes) -> list[T]: ...
-
-    def end(self) -> list[T]: ...
-
-
-class PageError(Exception):
-    """A page that does not parse (``invalid``; ``encoding`` says as what) or is not of the
-    expected shape."""
-
-    def __init__(self, *, invalid: bool, encoding: str = "JSON") -> None:
-        super().__init__(f"invalid {encoding}" if invalid else "unexpected shape")
-        self.invalid, self.encoding = invalid, encoding
 
 
 def _decode(decoder: msgspec.json.Decoder[_Page[Any]], raw: bytes) -> _Page[Any]:
@@ -177,82 +146,6 @@ def pod_page(raw: bytes, resources: Resources = None) -> tuple[str, list[Pod]]:
 
 def _token(page: _Page[Any]) -> str:
     return (page.metadata.continue_ if page.metadata else None) or ""
-
-
-def _as_read(values: Any, _keep: Resources) -> Any:
-    """Resource amounts as JSON has them (:func:`.shape.amounts` picks ``keep``)."""
-    return values
-
-
-#: How a decoded object's resource map (allocatable, requests, ...) becomes name -> quantity:
-#: as read for JSON, from ``Quantity`` messages for protobuf (:mod:`.proto`).
-Quantities = Callable[[Any, Resources], Any]
-
-
-def node_item(n: Any, keep: Resources, quantities: Quantities = _as_read) -> Node:
-    """A node from its decoded item (JSON or protobuf: the same field names)."""
-    meta = n.metadata or _NO_NODE_META
-    spec = n.spec or _NO_NODE_SPEC
-    status = n.status or _NO_NODE_STATUS
-    ready, reason = False, "no Ready condition"
-    for cond in status.conditions or ():
-        if cond.type == "Ready":
-            ready = cond.status == "True"
-            reason = "" if ready else str(cond.reason or f"Ready={cond.status or ''}")
-    what = f"node {meta.name}"
-    return Node(
-        name=meta.name,
-        labels=dict(meta.labels or ()),
-        taints=tuple(Taint(t.key, t.value or "", t.effect) for t in spec.taints or ()),
-        unschedulable=bool(spec.unschedulable),
-        ready=ready,
-        not_ready_reason=reason,
-        allocatable=amounts(quantities(status.allocatable, keep), what, "status.allocatable", keep),
-        capacity=amounts(quantities(status.capacity, keep), what, "status.capacity", keep),
-    )
-
-
-def _containers(items: Any, what: str, keep: Resources, quantities: Quantities) -> list[Container]:
-    out = []
-    for c in items or ():
-        res = c.resources
-        if res is None:
-            continue
-        requested, limited = quantities(res.requests, keep), quantities(res.limits, keep)
-        if not requested and not limited:  # most containers of a large cluster: none we keep
-            continue
-        requests = amounts(requested, what, "resources.requests", keep)
-        limits = amounts(limited, what, "resources.limits", keep)
-        if requests or limits:
-            out.append(Container(requests, limits, c.restartPolicy or ""))
-    return out
-
-
-def pod_item(p: Any, keep: Resources, quantities: Quantities = _as_read) -> Pod:
-    """A pod from its decoded item (JSON or protobuf: the same field names)."""
-    meta = p.metadata or _NO_POD_META
-    spec = p.spec or _NO_POD_SPEC
-    what = f"pod {meta.namespace}/{meta.name}"
-    owner = ""
-    for ref in meta.ownerReferences or ():
-        if ref.controller:
-            owner = f"{ref.kind}/{ref.name}"
-    containers = _containers(spec.containers, what, keep, quantities)
-    init_containers = _containers(spec.initContainers, what, keep, quantities)
-    overhead = amounts(quantities(spec.overhead, keep), what, "spec.overhead", keep)
-    return Pod(
-        namespace=meta.namespace,
-        name=meta.name,
-        node_name=spec.nodeName or "",
-        phase=(p.status.phase if p.status else None) or "Pending",
-        requests=(
-            pod_requests(containers, init_containers, overhead)
-            if containers or init_containers or overhead
-            else {}
-        ),
-        placement=_NO_PLACEMENT,
-        owner=owner,
-    )
 
 
 # -- a LIST body decoded while it arrives ----------------------------------------------------

@@ -16,22 +16,24 @@ The schema below names only the fields gpuops reads, with the field numbers of
 ``k8s.io/api/core/v1/generated.proto`` and ``k8s.io/apimachinery/.../generated.proto``
 (stable: protobuf field numbers are never reused); every other field is skipped by the
 parser. The items become the same :mod:`gpuops.core.kubemodel` objects as from JSON
-(:mod:`.pages` does the conversion for both; an integration test lists the lab's
+(:mod:`.items` does the conversion for both; an integration test lists the lab's
 cluster both ways and compares).
 
-A truncated or corrupt answer raises :class:`~.pages.PageError` (``invalid``), as JSON
+A truncated or corrupt answer raises :class:`~.items.PageError` (``invalid``), as JSON
 that does not parse does: a verdict is never computed from a list we could not read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from gpuops.adapters.kube.pages import PROTOBUF_MAGIC as MAGIC
-from gpuops.adapters.kube.pages import PageError, node_item, pod_item
+from gpuops.adapters.kube import wire
+from gpuops.adapters.kube.items import PageError, node_item, pod_item
+from gpuops.adapters.kube.paths import PROTOBUF_MAGIC as MAGIC
 from gpuops.adapters.kube.shape import Resources
 from gpuops.core.kubemodel import Node, Pod
 
@@ -164,53 +166,9 @@ def _corrupt() -> PageError:
     return PageError(invalid=True, encoding="protobuf")
 
 
-def _varint(buf: bytearray, at: int) -> tuple[int, int] | None:
-    """(value, end) of the varint at ``at``; ``None`` when ``buf`` ends inside it."""
-    value = shift = 0
-    while at < len(buf):
-        byte = buf[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise _corrupt()
-    return None
-
-
-_VARINT, _FIXED64, _DELIMITED, _FIXED32 = 0, 1, 2, 5
 #: Items parsed by one upb call: the parse (with every field gpuops skips, kept by upb as
 #: unknown fields) lives until its items are converted, so runs are kept small.
 _RUN_ITEMS = 64
-
-
-def _field(buf: bytearray, at: int) -> tuple[int, int, int, int] | None:
-    """(number, wire type, start of its value, end of its value) of the field at ``at``;
-    ``None`` when ``buf`` ends before the field does (a delimited field's value, whole)."""
-    tag = _varint(buf, at)
-    if tag is None:
-        return None
-    key, at = tag
-    number, wire = key >> 3, key & 7
-    if number == 0:
-        raise _corrupt()
-    if wire == _DELIMITED:
-        size = _varint(buf, at)
-        if size is None:
-            return None
-        length, at = size
-        end = at + length
-    elif wire == _VARINT:
-        value = _varint(buf, at)
-        if value is None:
-            return None
-        end = value[1]
-    elif wire in (_FIXED64, _FIXED32):
-        end = at + (8 if wire == _FIXED64 else 4)
-    else:  # groups: Kubernetes writes none
-        raise _corrupt()
-    return (number, wire, at, end) if end <= len(buf) else None
 
 
 class ProtoListReader(Generic[T]):
@@ -241,10 +199,13 @@ class ProtoListReader(Generic[T]):
                 raise _corrupt()
             del self._buf[: len(MAGIC)]
             self._state = "envelope"
-        if self._state == "envelope" and not self._envelope():
-            return []
-        if self._state == "list":
-            return self._items()
+        try:
+            if self._state == "envelope" and not self._envelope():
+                return []
+            if self._state == "list":
+                return self._items()
+        except wire.Corrupt:
+            raise _corrupt() from None
         return []
 
     def end(self) -> list[T]:
@@ -262,19 +223,19 @@ class ProtoListReader(Generic[T]):
         """Skip the envelope's fields up to ``raw``; whether the list has begun."""
         at = 0
         while True:
-            tag = _varint(self._buf, at)
+            tag = wire.varint(self._buf, at)
             if tag is None:
                 break
             key, start = tag
-            if key == (2 << 3 | _DELIMITED):  # raw: the list, whose length we need only
-                size = _varint(self._buf, start)
+            if key == (2 << 3 | wire.DELIMITED):  # raw: the list, whose length we need only
+                size = wire.varint(self._buf, start)
                 if size is None:
                     break
                 self._left, start = size
                 del self._buf[:start]
                 self._state = "list"
                 return True
-            field = _field(self._buf, at)
+            field = wire.field(self._buf, at)
             if field is None:
                 break
             at = field[3]
@@ -287,13 +248,13 @@ class ProtoListReader(Generic[T]):
         out: list[T] = []
         limit = min(len(buf), self._left)
         while at < limit:
-            field = _field(buf, at)
+            field = wire.field(buf, at)
             if field is None or field[3] > self._left:
                 if field is not None:
                     raise _corrupt()  # a field running past the list's end
                 break
-            number, wire, start, end = field
-            if number == 2 and wire == _DELIMITED:
+            number, kind, start, end = field
+            if number == 2 and kind == wire.DELIMITED:
                 if first < 0:
                     first, run = at, 0
                 last, run = end, run + 1
@@ -304,7 +265,7 @@ class ProtoListReader(Generic[T]):
                 if first >= 0:  # another field after a run of items: decode the run
                     out.extend(self._decode(first, last))
                     first = -1
-                if number == 1 and wire == _DELIMITED:
+                if number == 1 and kind == wire.DELIMITED:
                     self._read_meta(bytes(buf[start:end]))
             at = end
         if first >= 0:
@@ -331,14 +292,14 @@ class ProtoListReader(Generic[T]):
             page = self._list_type.FromString(run)
         except message.DecodeError:
             raise _corrupt() from None
-        return [self._convert(i) for i in page.items]
+        return list(map(self._convert, page.items))
 
 
 def node_reader(resources: Resources = None) -> ProtoListReader[Node]:
     """A reader of a protobuf ``NodeList``; the nodes as from JSON."""
-    return ProtoListReader(_NODE_LIST, lambda n: node_item(n, resources, quantities))
+    return ProtoListReader(_NODE_LIST, partial(node_item, keep=resources, quantities=quantities))
 
 
 def pod_reader(resources: Resources = None) -> ProtoListReader[Pod]:
     """A reader of a protobuf ``PodList``; the pods as from JSON."""
-    return ProtoListReader(_POD_LIST, lambda p: pod_item(p, resources, quantities))
+    return ProtoListReader(_POD_LIST, partial(pod_item, keep=resources, quantities=quantities))

@@ -9,6 +9,8 @@ verification), a small pool of keep-alive connections that threads share (the no
 LISTs run side by side), the bearer token asked for on every request (so exec-plugin and
 service-account tokens refresh), connection retries like the official client's
 (``Retry(connect=2)``), and a proxy only where a kubeconfig names one (urllib3, as before).
+A GET whose identical request a process started before the command has sent already
+(:mod:`.prefetch`) takes that answer (:mod:`.ahead`) instead of going out again.
 
 Transport failures become :class:`~gpuops.errors.Unreachable` worded here (never the
 library's text); HTTP statuses are the caller's to map.
@@ -27,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
+from gpuops.adapters.kube.ahead import Answer, take_answer
 from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
@@ -73,9 +76,11 @@ class _PlainConn(http.client.HTTPConnection):
 
 
 class Transport:
-    """Requests to the API server of ``creds``; thread-safe."""
+    """Requests to the API server of ``creds``; thread-safe. ``ahead``: a GET answered ahead
+    (:mod:`.ahead`) for the identical request takes that answer (the transport that fetches
+    those answers must not)."""
 
-    def __init__(self, creds: Credentials) -> None:
+    def __init__(self, creds: Credentials, *, ahead: bool = True) -> None:
         try:
             url = urlsplit(creds.server)
             port = url.port
@@ -90,7 +95,7 @@ class Transport:
         self._tls = url.scheme == "https"
         self._host, self._port = url.hostname, port or (443 if self._tls else 80)
         self._prefix = url.path.rstrip("/")  # e.g. a Rancher-style /k8s/clusters/<id>
-        self._creds = creds
+        self._creds, self._ahead = creds, ahead
         self._ctx = _tls_context(creds)
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -115,7 +120,9 @@ class Transport:
     ) -> tuple[int, bytes]:
         """Send ``method target`` (a path with its query); (status, body). Transport failures
         (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
-        headers = self._headers(body, content_type)
+        headers = self.headers(body, content_type)
+        if method == "GET" and (ahead := self._fetched_ahead(target, headers)) is not None:
+            return ahead.status, bytes(ahead.body)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
                 method, self._prefix + target, body, headers, what
@@ -139,7 +146,10 @@ class Transport:
         where ``read(n)`` returns the body's next bytes (at most ``n``; ``b""`` at its end),
         so that a large LIST is decoded while it arrives. Transport failures raise
         :class:`Unreachable` as in :meth:`request`."""
-        headers = self._headers(None, "", accept)
+        headers = self.headers(None, "", accept)
+        if (ahead := self._fetched_ahead(target, headers)) is not None:
+            yield ahead.status, ahead.media, ahead.reader()
+            return
         if self._proxy is not None:
             status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
             chunks = iter((data,))
@@ -162,9 +172,13 @@ class Transport:
         else:
             conn.close()
 
-    def _headers(
+    def _fetched_ahead(self, target: str, headers: Mapping[str, str]) -> Answer | None:
+        return take_answer(self._creds, target, headers) if self._ahead else None
+
+    def headers(
         self, body: bytes | None, content_type: str, accept: str = "application/json"
     ) -> dict[str, str]:
+        """The headers of a request with ``body`` (of ``content_type``) accepting ``accept``."""
         headers = {"Accept": accept, "User-Agent": _USER_AGENT}
         auth = self._creds.authorization() if self._creds.authorization else None
         if auth:
