@@ -85,6 +85,13 @@ class Release:
     note: str | None = None
     #: the node change made in the same build (S-24): its node change history record's id
     node_change: str | None = None
+    #: a progressive release (issue 20): each step, its measured values and how it ended
+    steps: list[dict[str, Any]] | None = None
+    #: ... its canary and how it runs (surge or in place): what the next run needs to finish
+    #: or restore it (:mod:`gpuops.core.canary`)
+    canary: dict[str, Any] | None = None
+    #: ... waiting on an approval step: the step, its approvers and timeout
+    paused: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -124,6 +131,13 @@ _TEXT = frozenset(
     }
 )
 _NUMBERS = frozenset({"number", "previous", "rolled_back_to", "rolled_back_by"})
+#: object fields and the keys each must hold, with their JSON type
+_OBJECTS: dict[str, tuple[tuple[str, type], ...]] = {
+    "failure": (("kind", str),),
+    "canary": (("deployment", str), ("name", str), ("mode", str)),
+    "paused": (("step", int),),
+}
+_STEP_KEYS: tuple[tuple[str, type], ...] = (("index", int), ("kind", str), ("state", str))
 #: A release number: what ``gpuops.io/release`` and a history record can carry.
 MAX_NUMBER = 10**9
 
@@ -133,6 +147,14 @@ def _damaged(where: str, i: int, what: str) -> OperationFailed:
         f"{where}: release record {i} {what}",
         hint="restore it from a backup or fix it by hand; gpuops does not overwrite it",
     )
+
+
+def _holds(value: Any, keys: tuple[tuple[str, type], ...]) -> bool:
+    """An object holding each of ``keys`` with a value of its JSON type (no boolean as a
+    number)."""
+    if not isinstance(value, Mapping):
+        return False
+    return all(isinstance(value.get(k), t) and not isinstance(value.get(k), bool) for k, t in keys)
 
 
 def _record(item: Any, i: int, where: str) -> Release:
@@ -153,13 +175,22 @@ def _record(item: Any, i: int, where: str) -> Release:
             want = f"a release number (1 to {MAX_NUMBER})"
         elif key in _TEXT:
             ok, want = isinstance(value, str), "a string"
-        else:  # failure
-            ok = isinstance(value, Mapping) and isinstance(value.get("kind"), str)
-            want = "an object with a string 'kind'"
+        elif key == "steps":
+            ok = isinstance(value, list) and all(_holds(s, _STEP_KEYS) for s in value)
+            want = "a list of steps (objects with index, kind and state)"
+        else:  # failure, canary, paused
+            keys = _OBJECTS[key]
+            ok = _holds(value, keys)
+            kinds = (f"{'a string' if t is str else 'a number'} {k!r}" for k, t in keys)
+            want = "an object with " + ", ".join(kinds)
         if not ok:
             bad = "has a bad number or status: " if key == "number" else ""
             raise _damaged(where, i, f"{bad}field {key!r} must be {want}, not {shown(value, 40)}")
-        values[key] = dict(value) if isinstance(value, Mapping) else value
+        if isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, list):
+            value = [dict(v) for v in value]
+        values[key] = value
     if values["status"] not in STATUSES:
         raise _damaged(
             where, i, f"has a bad number or status: unknown status {shown(values['status'], 40)}"

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from gpuops.core import releasehistory as hist
 from gpuops.core.releasepatch import image_ref, split_image
-from gpuops.errors import InvalidInput
+from gpuops.errors import InvalidInput, OperationFailed
 from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config, withnodes
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Context, Deps, run
 from gpuops.usecases.releases.gates import Gate, digest_gate, image_gate
 
-__all__ = ["Deps", "promote", "rollback"]
+__all__ = ["Deps", "promote", "resume", "rollback"]
 
 
 def promote(request: m.PromoteRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
@@ -87,3 +87,9 @@ def rollback(
         return m.Wanted(source.tag, source.digest, image, source.model, source), [gate]
 
     return run(env, "rollback", request.target, request.who, request.dry_run, choose, deps)
+
+
+def resume(request: m.ResumeRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
+    """Go on with a release paused on an approval step, or (``reject``) restore the
+    previous release."""
+    raise OperationFailed("release resume: being built on this branch (issue 20)")
