@@ -272,14 +272,24 @@ def reconcile(
     rolled_back: int | None,
     rollout_complete: bool,
     at: str,
+    cleaned: Mapping[int, Sequence[str]] | None = None,
 ) -> list[Reconciled]:
     """Finish every ``pending`` record from what the cluster shows: the release number the
     Deployment runs (``deployed``), the one a restore replaced (``rolled_back``), and whether
-    its rollout is complete. Call it only while holding the target's lock."""
+    its rollout is complete. Call it only while holding the target's lock.
+
+    A progressive release (its record names a canary) reached the cluster with its canary
+    even where the stable never took it: ``cleaned`` says what the caller removed or put
+    back of it (its canary, the stable's replicas), and such a record ends ``interrupted``
+    (a run stopped during its steps) or ``aborted`` (it waited on an approval nobody gave
+    before this release came), with the previous release restored."""
+    cleaned = cleaned or {}
     out = []
     for r in records:
         if r.status != PENDING:
             continue
+        done = cleaned.get(r.number) or ()
+        undone = f"; {'; '.join(done)}" if done else ""
         if deployed == r.number:
             status = SUCCEEDED if rollout_complete else INTERRUPTED
             note = (
@@ -287,14 +297,36 @@ def reconcile(
                 if rollout_complete
                 else "the cluster runs it, but its rollout was not seen to finish"
             )
-            new = replace(r, status=status, finished=at, note=note)
+            new = replace(r, status=status, finished=at, note=note + undone, paused=None)
         elif rolled_back == r.number:
             new = replace(
                 r,
                 status=FAILED,
                 finished=at,
                 rolled_back_to=deployed,
-                note="it was rolled back, but the run that did so ended before recording why",
+                note="it was rolled back, but the run that did so ended before recording why"
+                + undone,
+            )
+        elif r.paused is not None:
+            step = r.paused.get("step")
+            which = step + 1 if isinstance(step, int) else "?"
+            new = replace(
+                r,
+                status=ABORTED,
+                finished=at,
+                rolled_back_to=deployed,
+                paused=None,
+                note=f"it waited on its approval (step {which}) "
+                f"and a later release came first: the previous release restored{undone}",
+            )
+        elif r.canary is not None:
+            new = replace(
+                r,
+                status=INTERRUPTED,
+                finished=at,
+                rolled_back_to=deployed,
+                note="the run stopped during its steps (before all replicas took it): the "
+                f"previous release restored{undone}",
             )
         else:
             new = replace(r, status=ABORTED, finished=at, note="it never reached the cluster")
