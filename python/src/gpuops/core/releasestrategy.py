@@ -300,7 +300,10 @@ def _fail(source: str, where: str, problem: str) -> NoReturn:
 
 
 def _kind(value: Any) -> str:
-    return "empty" if value is None else f"a {json_kind(value)}"
+    if value is None:
+        return "empty"
+    kind = json_kind(value)
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def parse_strategy(doc: Any, source: str, path: str) -> Strategy:
