@@ -31,6 +31,9 @@ KWOK_VERSION=$(modver "$KUBE_DIR/kwok/go.mod" sigs.k8s.io/kwok)
 BIN_DIR="$CACHE/kube/$K8S_VERSION/bin"
 if [[ "${1:-}" == "--print-bin-dir" ]]; then echo "$BIN_DIR"; exit 0; fi
 mkdir -p "$BIN_DIR"
+# one build at a time per cache: several checkouts set up at once share the binaries
+exec 9>"$BIN_DIR/.build.lock"
+flock 9
 GO_VERSION=$(go env GOVERSION)
 
 stamp_of() { # stamp_of MODULE_DIR MODULE@VERSION [LDFLAGS]
