@@ -105,7 +105,7 @@ def rollback(
 
 def resume(request: m.ResumeRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     """Go on with a release paused on an approval step, or (``reject``) restore the
-    previous release (:mod:`.resume`)."""
-    from gpuops.usecases.releases import resume as resuming  # noqa: PLC0415
+    previous release (:mod:`.paused`)."""
+    from gpuops.usecases.releases import paused  # noqa: PLC0415
 
-    return resuming.resume(request, deps)
+    return paused.resume(request, deps)

@@ -255,7 +255,12 @@ class Progressive:
         """``record`` (or this release's) with the steps, the canary and the pause as now."""
         base = record if record is not None else self.record
         canary = self.canary.to_record() if self.plan.steps or self.plan.mode == IN_PLACE else None
-        return replace(base, steps=[dict(e) for e in self.entries] or None, canary=canary)
+        return replace(
+            base,
+            steps=[dict(e) for e in self.entries] or None,
+            canary=canary,
+            paused=self.record.paused,
+        )
 
     def save(self, **changes: Any) -> None:
         self.record = replace(self.rec(), **changes)
