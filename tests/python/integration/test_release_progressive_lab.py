@@ -145,7 +145,13 @@ def test_a_healthy_canary_passes_every_step_and_a_model_release_canaries_the_mod
             {"replicas": "50%"},
             {"approval": {"approvers": ["release-managers"], "timeout_minutes": 5}},
         ]
-        model = [{"replicas": 1}, {"analysis": {"http": {"port": 8080, "path": "/healthz"}}}]
+        # the lab's app stand-in starts answering on a new pod's IP a moment after kwok marks
+        # it Ready (a real container's readiness probe passes once it answers): a short pause
+        model = [
+            {"replicas": 1},
+            {"pause_seconds": 1},
+            {"analysis": {"http": {"port": 8080, "path": "/healthz"}}},
+        ]
         return {
             "staging": environment(
                 ns, name, repo, registry_tag="staging", model={"env": "MODEL_VERSION"},
@@ -238,10 +244,10 @@ def model_release_canaries_the_model(
             e.name: e.value for e in t.deployment().spec.template.spec.containers[0].env
         }
 
-    d = deps(kube_lab, registry_lab, on(t, "step 2/2 analysis:", look))
+    d = deps(kube_lab, registry_lab, on(t, "step 3/3 analysis:", look))
     _, error = promote(t, d, "models", model="v2")
 
-    assert error is None, (error, t.lines)
+    assert error is None, (error and error.message, t.lines[-12:])
     assert seen == {
         "canary": {"MODEL_VERSION": "v2"},
         "canary_image": images.ref("1.1.0"),
@@ -251,6 +257,7 @@ def model_release_canaries_the_model(
     assert {e.name: e.value for e in container.env} == {"MODEL_VERSION": "v2"}
     assert steps_of(t.history("models")[-1]) == [
         ("replicas", "passed"),
+        ("pause", "passed"),
         ("analysis", "passed"),
         ("all", "passed"),
     ]
@@ -279,6 +286,8 @@ def test_an_error_rate_over_the_threshold_is_rolled_back_after_exactly_the_failu
     )
     d = deps(kube_lab, registry_lab, t.say)
     was = t.image()
+    registry = LabRegistry(registry_lab)
+    tagged = registry.resolve(progressive_images.repository, "staging")  # other tests' too
 
     out, error = promote(t, d, "staging", tag="2.1.0-labfault-errors")
 
@@ -295,7 +304,7 @@ def test_an_error_rate_over_the_threshold_is_rolled_back_after_exactly_the_failu
     assert all(abs(x["value"] - 0.3) < 0.08 for x in failed), failed  # 30 % answered 500
     assert steps_of(record) == [("replicas", "passed"), ("analysis", "failed")]
     assert canary(t) is None and t.image() == was and t.deployment().spec.replicas == 2
-    assert LabRegistry(registry_lab).resolve(progressive_images.repository, "staging") is None
+    assert registry.resolve(progressive_images.repository, "staging") == tagged, "not moved"
     assert not t.leases()
 
 
@@ -419,7 +428,11 @@ def test_a_release_on_a_cluster_with_no_free_gpu_replaces_in_place(
 
     def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
         strategy = {"steps": [{"replicas": 1}, {"pause_seconds": 1}], "in_place": {}}
-        return {"staging": environment(ns, name, repo, node_class=cls, strategy=strategy)}
+        return {
+            "staging": environment(ns, name, repo, node_class=cls, strategy=strategy),
+            # no steps: "all" alone, in place
+            "direct": environment(ns, name, repo, node_class=cls, strategy={"in_place": {}}),
+        }
 
     t = make_target(
         kube_lab, progressive_images, tmp_path, "progp", envs=envs, replicas=4, node_class=cls
@@ -466,6 +479,20 @@ def test_a_release_on_a_cluster_with_no_free_gpu_replaces_in_place(
     assert out.explanation is not None and out.explanation["held_by"]
     assert t.image() == progressive_images.ref("1.1.0") and canary(t) is None
     assert len(t.history("staging")) == 1
+
+    # "all" alone in place, and it fails: the restore also runs without surge (a surge pod
+    # would never be scheduled on the full class), then the stable's own strategy is back
+    out, error = promote(t, d, "direct", tag="2.0.0-labfault-crashloop")
+
+    assert isinstance(error, OperationFailed), (error, t.lines)
+    assert out.rollout is not None and out.rollout.problem is not None
+    assert out.rollout.problem.kind == "crash-loop"
+    assert out.restore is not None and out.restore.state == "complete", out.restore
+    t.wait_rolled_out()
+    assert t.image() == progressive_images.ref("1.1.0") and t.deployment().spec.replicas == 4
+    surge = t.deployment().spec.strategy.rolling_update
+    assert (surge.max_surge, surge.max_unavailable) == (before.max_surge, before.max_unavailable)
+    assert "gpuops.io/in-place" not in t.annotations()
 
 
 def test_a_release_killed_mid_step_is_restored_by_the_next_release(
@@ -545,3 +572,81 @@ def test_a_release_killed_mid_step_is_restored_by_the_next_release(
     assert canary(t) is None and t.deployment().spec.replicas == 4
     assert "gpuops.io/in-place" not in t.annotations()
     assert json.loads(json.dumps(out.lock["taken_over"]))[0]["lease"].endswith(".infer")
+
+
+def gpuops(t: Target, tmp: Path, command: str, params: dict[str, Any]) -> tuple[int, Any, str]:
+    """``gpuops release <command>`` as gpuopsExec runs it; (exit, document, stderr)."""
+    pfile, rfile, efile = tmp / "p.json", tmp / "r.json", tmp / "e.json"
+    for f in (rfile, efile):
+        f.unlink(missing_ok=True)
+    pfile.write_text(json.dumps({"config": str(t.config), **params}))
+    env = {
+        **os.environ,
+        "GPUOPS_PARAMS_FILE": str(pfile),
+        "GPUOPS_RESULT_FILE": str(rfile),
+        "GPUOPS_ERROR_FILE": str(efile),
+        "KUBECONFIG": str(t.kube.kubeconfig),
+    }
+    done = subprocess.run(
+        [GPUOPS, "release", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    doc_file = rfile if done.returncode == 0 else efile
+    doc = json.loads(doc_file.read_text()) if doc_file.exists() else None
+    return done.returncode, doc, done.stderr
+
+
+def test_an_approval_step_ends_the_cli_run_paused_and_resume_reject_restores(
+    kube_lab: KubeLab, progressive_images: Images, tmp_path: Path
+) -> None:
+    """As Jenkins runs it: promote ends exit 0 with state paused and where it waits; the
+    requester cannot answer; --reject restores the previous release (exit 3)."""
+
+    def envs(ns: str, name: str, repo: str) -> dict[str, Any]:
+        steps = [{"replicas": 1}, {"approval": {"approvers": ["release-managers"]}}]
+        return {"staging": environment(ns, name, repo, registry={"plain_http": True},
+                                       strategy={"steps": steps})}  # fmt: skip
+
+    t = make_target(kube_lab, progressive_images, tmp_path, "proga", envs=envs, replicas=1)
+    was = t.image()
+    ask = {"environment": "staging", "requested_by": ["alice"]}
+
+    code, doc, stderr = gpuops(t, tmp_path, "promote", {**ask, "tag": "1.1.0"})
+
+    assert code == 0, stderr
+    result = doc["result"]
+    assert doc["verdict"] == "ok" and result["state"] == "paused"
+    assert result["paused"] == {
+        "step": 1,
+        "approvers": ["release-managers"],
+        "timeout_minutes": 60,
+        "record": 1,
+    }
+    assert [(s["kind"], s["state"]) for s in result["steps"]] == [
+        ("replicas", "passed"),
+        ("approval", "paused"),
+    ]
+    assert "step 2/2 approval: paused" in stderr, stderr
+    assert canary(t) is not None
+
+    code, doc, _ = gpuops(t, tmp_path, "resume", {**ask, "approved_by": "Alice"})
+    assert code == 3 and "cannot approve" in doc["error"]["message"], doc
+    assert canary(t) is not None, "a refused answer changes nothing"
+
+    code, doc, stderr = gpuops(
+        t, tmp_path, "resume", {**ask, "approved_by": "bob", "reject": True, "reason": "p99"}
+    )
+
+    assert code == 3, stderr
+    assert doc["error"]["category"] == "gate-refused"
+    assert "rejected by bob: p99" in doc["error"]["message"], doc
+    assert canary(t) is None and t.image() == was
+    [record] = t.history("staging")
+    assert record["status"] == "failed" and record["failure"]["kind"] == "rejected"
+    assert steps_of(record) == [("replicas", "passed"), ("approval", "failed")]
+    code, doc, _ = gpuops(t, tmp_path, "resume", {**ask, "approved_by": "bob"})
+    assert code == 3 and "no release of staging waits" in doc["error"]["message"], doc

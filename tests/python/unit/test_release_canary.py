@@ -243,6 +243,11 @@ def test_open_progressive_records_are_finished_from_what_the_cluster_says() -> N
     assert "approval (step 3)" in (got[3].record.note or "")
     four = hist.reconcile([rel(4, canary=canary_doc)], 4, None, True, "now", cleaned)
     assert four[0].record.status == hist.SUCCEEDED
+    # read without cleaning (release status): what the next release will find, no claim
+    [preview] = hist.reconcile([rel(2, canary=canary_doc)], 1, None, True, "now")
+    assert preview.record.note is not None and preview.record.note.endswith(
+        "its canary runs until the next release of the environment removes it"
+    )
 
 
 @pytest.mark.parametrize(

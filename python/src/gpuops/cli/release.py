@@ -318,10 +318,9 @@ def rollback(
 @_environment_options
 @click.option(
     "--approved-by",
-    required=True,
     type=Text("user", _user_id),
     help="Jenkins user id of who answered the approval step (approved, or with --reject "
-    "rejected); never the requester: exit 3.",
+    "rejected); never the requester: exit 3. Required.",
 )
 @click.option(
     "--requested-by",
@@ -342,7 +341,7 @@ def resume(
     environment: str,
     config: str,
     cluster: Any,
-    approved_by: str,
+    approved_by: str | None,
     requested_by: tuple[str, ...],
     reject: bool,
     reason: str | None,
@@ -355,6 +354,11 @@ def resume(
     from gpuops.usecases import releases  # noqa: PLC0415
     from gpuops.usecases.releases.model import ResumeRequest  # noqa: PLC0415
 
+    if not approved_by:
+        raise InvalidInput(
+            "release resume needs --approved-by: who answered the approval step",
+            field="approved_by",
+        )
     who = _who(requested_by, approved_by=approved_by, reason=reason, link=link)
     request = ResumeRequest(_target(environment, config, cluster), who, reject=reject)
     return _released(releases.resume(request, _deps(runtime)))

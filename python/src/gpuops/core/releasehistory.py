@@ -290,6 +290,11 @@ def reconcile(
             continue
         done = cleaned.get(r.number) or ()
         undone = f"; {'; '.join(done)}" if done else ""
+        after = (
+            f": the previous release restored{undone}"
+            if r.number in cleaned
+            else ": its canary runs until the next release of the environment removes it"
+        )
         if deployed == r.number:
             status = SUCCEEDED if rollout_complete else INTERRUPTED
             note = (
@@ -316,8 +321,8 @@ def reconcile(
                 finished=at,
                 rolled_back_to=deployed,
                 paused=None,
-                note=f"it waited on its approval (step {which}) "
-                f"and a later release came first: the previous release restored{undone}",
+                note=f"it waited on its approval (step {which}) and a later release came "
+                f"first{after}",
             )
         elif r.canary is not None:
             new = replace(
@@ -325,8 +330,7 @@ def reconcile(
                 status=INTERRUPTED,
                 finished=at,
                 rolled_back_to=deployed,
-                note="the run stopped during its steps (before all replicas took it): the "
-                f"previous release restored{undone}",
+                note="the run stopped during its steps (before all replicas took it)" + after,
             )
         else:
             new = replace(r, status=ABORTED, finished=at, note="it never reached the cluster")

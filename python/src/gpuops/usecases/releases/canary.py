@@ -332,20 +332,24 @@ class Canary:
             raise OperationFailed(problem.message)
         return delete(self.kube, self.env, self.name, self.uid, self.say)
 
-    def restore_stable_patch(self) -> dict[str, Any]:
-        """In place: what puts the stable's replicas and strategy back as they were."""
+    def restore_replicas_patch(self) -> dict[str, Any]:
+        """In place, the restore of a failed "all": the stable's replicas as they were, its
+        rollout still without surge (on a full class a surge pod of the restore would never
+        be scheduled, and with ``maxUnavailable: 0`` the restore could not go on); its own
+        strategy comes back once the restore is complete (:meth:`finish_stable`)."""
         if self.stable_now < 0:
             return {}
-        return {
+        return {"spec": {"replicas": self.stable_replicas}}
+
+    def restore_stable(self) -> WatchResult | None:
+        """After a failed step (the stable still runs the previous release): its replicas
+        and strategy as they were, watched."""
+        if self.stable_now < 0:
+            return None
+        patch = {
             "spec": {"replicas": self.stable_replicas, "strategy": self.stable_strategy},
             "metadata": {"annotations": {core.IN_PLACE_ANNOTATION: None}},
         }
-
-    def restore_stable(self) -> WatchResult | None:
-        """After a failed step: the stable's replicas and strategy as they were, watched."""
-        patch = self.restore_stable_patch()
-        if not patch:
-            return None
         self._patch(self.deployment, patch)
         self.stable_now = -1
         return self._watch(self.deployment)

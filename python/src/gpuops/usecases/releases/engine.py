@@ -484,6 +484,8 @@ class _Run:
                 record, exc.foreign, "while gpuops restored the previous release", problem
             )
         restored = out.restore.state == deploywatch.COMPLETE
+        if restored:
+            self.say(f"rolled back: {env.name} runs {back} again")
         failure: dict[str, Any] = {**problem.to_dict(), "step": stop.index}
         self._end(
             replace(
@@ -594,8 +596,11 @@ class _Run:
             return self.abort(
                 record, foreign, "while gpuops restored the previous release", problem
             )
-        if self.prog is not None:
-            self.prog.canary.stable_now = -1
+        if self.prog is not None and out.restore and out.restore.state == deploywatch.COMPLETE:
+            try:  # in place: the stable's own strategy back once the restore is complete
+                self.prog.canary.finish_stable()
+            except ForeignChange as exc:
+                return self.abort(record, exc.foreign, "after gpuops restored it", problem)
         failure: dict[str, Any] = problem.to_dict()
         if out.explanation:
             failure["explanation"] = out.explanation.get("summary")

@@ -493,7 +493,7 @@ class Progressive:
             self._end(entry, state, detail)
 
     def restore_patch(self) -> dict[str, Any]:
-        return self.canary.restore_stable_patch()
+        return self.canary.restore_replicas_patch()
 
     def take_canary_out(self) -> WatchResult:
         """On the way back: the canary goes first (its pods and their GPUs)."""
