@@ -396,19 +396,23 @@ class Watcher:
         self.worst = self.replicas - sum(self.ready.values())
         self._listed.set()
         w = watch.Watch()
-        for ev in w.stream(
-            self.kube.core.list_namespaced_pod,
-            self.namespace,
-            label_selector="app=infer",
-            resource_version=listed.metadata.resource_version,
-            timeout_seconds=300,
-        ):
-            self._see(ev["object"], ev["type"] == "DELETED")
-            self.events += 1
-            self.worst = max(self.worst, self.replicas - sum(self.ready.values()))
-            if self._stop.is_set():
-                w.stop()
-                return
+        try:
+            for ev in w.stream(
+                self.kube.core.list_namespaced_pod,
+                self.namespace,
+                label_selector="app=infer",
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=300,
+            ):
+                self._see(ev["object"], ev["type"] == "DELETED")
+                self.events += 1
+                self.worst = max(self.worst, self.replicas - sum(self.ready.values()))
+                if self._stop.is_set():
+                    w.stop()
+                    return
+        except Exception:  # the namespace went with the test, after what was measured
+            if not self._stop.is_set():
+                raise
 
 
 def full_class(kube: KubeLab) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.core import deploywatch
@@ -30,13 +30,14 @@ from gpuops.core.releasepatch import Content, change_cause, release_patch
 from gpuops.errors import GateRefused, GpuOpsError, InternalError, OperationFailed
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.outcome import Outcome
-from gpuops.usecases.releases import guard, progressive, steps
+from gpuops.usecases.releases import guard, steps
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.approval import four_eyes_refusal
 from gpuops.usecases.releases.canary import ForeignChange
-from gpuops.usecases.releases.gates import Gate, Registry, first_closed, headroom_gate
+from gpuops.usecases.releases.gates import Gate, Registry, first_closed
 from gpuops.usecases.releases.guard import Foreign, Left
-from gpuops.usecases.releases.progressive import Plan, Progressive, Stop
+from gpuops.usecases.releases.plan import Plan, lender, run_gates
+from gpuops.usecases.releases.progressive import Progressive, Stop
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
 from gpuops.usecases.releases.watch import (
     ABORTED,
@@ -126,7 +127,8 @@ def run(
         if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
             out.state = m.UNCHANGED  # (an open record is finished under the lock below)
             return Outcome(out)
-        closed, plan = _gates(_lender(kube), env, cluster, live, wanted, who, deps, out, action)
+        lend = lender(kube)
+        closed, plan = run_gates(lend, env, cluster, live, wanted, who, deps.registry, out, action)
         if closed is not None:  # the first gate that did not pass: refused, nothing changes
             return _refused(out, closed.refusal())
         out.timings_s["gates"] = round(time.monotonic() - t0, 3)
@@ -172,71 +174,6 @@ def approval_refusal(env: Environment, who: m.Who, dry_run: bool) -> GateRefused
             hint="approve it in the pipeline (promoteTag asks) or pass --approved-by",
         )
     return None
-
-
-def _gates(
-    lend: Callable[[Cluster], KubeClient],
-    env: Environment,
-    cluster: Cluster,
-    live: list[steps.Live],
-    wanted: m.Wanted,
-    who: m.Who,
-    deps: Deps,
-    out: m.ReleaseOutcome,
-    action: str = "promote",
-) -> tuple[Gate | None, Plan | None]:
-    """The gates after the image's, on this run's connection: compat (a new image only; against
-    the drivers the nodes will run where the release brings its nodes back, ``wanted.drivers``),
-    then headroom (with a strategy: surge or in place, and the canary's name); returns the first
-    gate that did not pass, and how a release with a strategy runs."""
-    if wanted.digest and any(x.content.image != wanted.image for x in live):
-        if wanted.drivers:
-            gate = deps.registry.compat(env, wanted.digest, cluster, lend, drivers=wanted.drivers)
-        else:
-            gate = deps.registry.compat(env, wanted.digest, cluster, lend)
-        out.gates.append(gate)
-    plan = None
-    if first_closed(out.gates) is None and env.strategy is None:
-        out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
-    elif first_closed(out.gates) is None and env.strategy is not None:
-        # a rollback restores what ran before: straight to "all" (in place if need be)
-        with_steps = action == "promote"
-        gate, plan, explanation = progressive.headroom(
-            env, env.strategy, cluster, live[0].obj, who.link, lend, with_steps=with_steps
-        )
-        out.gates.append(gate)
-        if explanation is not None:
-            out.explanation = explanation
-        if plan is not None:
-            out.strategy = plan.to_dict(env.deployments[0])
-            if not plan.steps and plan.mode != "in-place":
-                plan = None  # nothing of a strategy to run: the release of today
-        if gate.ok and plan is not None and plan.steps and env.strategy.canary:
-            out.gates.append(
-                progressive.canary_gate(lend(cluster), env, _records(lend(cluster), env))
-            )
-    return first_closed(out.gates), plan
-
-
-def _records(kube: KubeClient, env: Environment) -> list[Release]:
-    return HistoryStore(kube, env).read()
-
-
-class _Borrowed:
-    """This run's client, lent to a use case that closes the client it connects."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._kube, name)
-
-    def close(self) -> None:
-        """The lender closes it."""
-
-
-def _lender(kube: KubeClient) -> Callable[[Cluster], KubeClient]:
-    return lambda _cluster: cast(KubeClient, _Borrowed(kube))
 
 
 def _refused(out: m.ReleaseOutcome, error: GateRefused) -> Outcome[m.ReleaseOutcome]:

@@ -27,7 +27,8 @@ from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.approval import four_eyes_refusal
 from gpuops.usecases.releases.engine import Deps, _refused, _Run, cluster_of
 from gpuops.usecases.releases.guard import Left
-from gpuops.usecases.releases.progressive import Plan, Stop
+from gpuops.usecases.releases.plan import Plan
+from gpuops.usecases.releases.progressive import Stop
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
 
 

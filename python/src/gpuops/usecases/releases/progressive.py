@@ -17,14 +17,13 @@ record's ``steps`` (written after each step, so a run that stops leaves them) an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.core import canary as canary_core
 from gpuops.core import deploywatch
-from gpuops.core import explain as explain_core
 from gpuops.core import releasehistory as hist
 from gpuops.core.analysis import FAILED as ANALYSIS_FAILED
 from gpuops.core.deploywatch import Problem
@@ -37,17 +36,13 @@ from gpuops.core.releasestrategy import (
     CanaryReplicas,
     Pause,
     Step,
-    Strategy,
-    canary_name,
     step_kind,
 )
-from gpuops.errors import GpuOpsError
-from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.releases import analysis, guard
 from gpuops.usecases.releases import model as m
-from gpuops.usecases.releases.canary import IN_PLACE, SURGE, Canary, ForeignChange, new_pod
-from gpuops.usecases.releases.gates import Gate, headroom_gate, surge_pods
+from gpuops.usecases.releases.canary import IN_PLACE, SURGE, Canary, ForeignChange
 from gpuops.usecases.releases.guard import Left
+from gpuops.usecases.releases.plan import Plan
 from gpuops.usecases.releases.store import HistoryStore
 from gpuops.usecases.releases.watch import Say, WatchResult
 
@@ -56,126 +51,6 @@ from gpuops.usecases.releases.watch import Say, WatchResult
 KEEP_MEASUREMENTS = 50
 #: How often a pause looks at the stable and the canary (someone else's change ends it).
 PAUSE_CHECK_S = 2.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a release with a strategy runs, decided by the headroom gate."""
-
-    mode: str  # surge | in-place
-    stable_replicas: int
-    stable_strategy: dict[str, Any]
-    max_unavailable: int
-    message: str
-    steps: tuple[Step, ...]  # none for a rollback: it goes straight to "all"
-
-    def to_dict(self, deployment: str) -> m.StrategyDocument:
-        canary = any(isinstance(s, CanaryReplicas) for s in self.steps)
-        return {
-            "mode": self.mode,
-            "canary": canary_name(deployment) if canary else None,
-            "stable_replicas": self.stable_replicas,
-            "max_unavailable": self.max_unavailable if self.mode == IN_PLACE else None,
-            "message": self.message,
-        }
-
-
-def largest_canary(steps: Sequence[Step], total: int) -> int:
-    return max((s.resolve(total) for s in steps if isinstance(s, CanaryReplicas)), default=0)
-
-
-def headroom(
-    env: Environment,
-    strategy: Strategy,
-    cluster: Cluster,
-    stable: Mapping[str, Any],
-    link: str | None,
-    lend: Callable[[Cluster], KubeClient],
-    *,
-    with_steps: bool,
-) -> tuple[Gate, Plan | None, dict[str, Any] | None]:
-    """The headroom gate of a release with a strategy: room for the largest canary plus the
-    stable's surge (surge), else, where the environment allows it, replacement in place
-    (each stable pod's place must take the new pod), else refused naming what holds the GPUs.
-    Returns the gate, the plan (None when refused) and an explanation when refused."""
-    steps = strategy.steps if with_steps else ()
-    # a run that stopped while replacing in place left the stable smaller: what it had before
-    # is on its annotation (the release finishes or restores that run first, under its lock)
-    note = canary_core.read_in_place_note(stable)
-    total = note["replicas"] if note else canary_core.replicas_of(stable)
-    before = dict(note["strategy"]) if note else canary_core.strategy_of(stable)
-    extra = largest_canary(steps, total)
-    gate = headroom_gate(env, cluster, [stable], link, lend, extra_pods=extra)
-    if gate.ok:
-        gate.details["mode"] = SURGE
-        return gate, Plan(SURGE, total, before, 0, gate.message, steps), None
-    if strategy.in_place is None:
-        gate.hint = (gate.hint or "") + "; or let it replace pods in place: strategy.in_place"
-        return gate, None, None
-    u = strategy.in_place.max_unavailable
-    kube = lend(cluster)
-    from gpuops.adapters.kube import apps as kubeapps  # noqa: PLC0415
-
-    pods = kubeapps.pods_of_deployment(kube, stable)
-    keys = [f"{env.namespace}/{(p.get('metadata') or {}).get('name', '')}" for p in pods]
-    nodes, bound, _ = kube.list_nodes_and_bound_pods()
-    pod = new_pod(stable, env.namespace)
-    fit = canary_core.in_place_fit(pod, nodes, bound, keys, env.group_by)
-    if fit.fits:
-        message = (
-            f"no room for surge pods ({gate.message}); replacing in place, at most {u} of "
-            f"{total} replicas down at a time: {fit.message}"
-        )
-        details = {**gate.details, "mode": IN_PLACE, "max_unavailable": u}
-        return (
-            Gate("headroom", True, message, details),
-            Plan(IN_PLACE, total, before, u, message, steps),
-            None,
-        )
-    result = explain_core.explain(pod, nodes, bound, env.group_by)
-    explanation: dict[str, Any] = {
-        "summary": result.summary,
-        "fixes": list(result.fixes),
-        "nodes": [
-            {"name": f.name, "node_class": f.node_class, "why": f.failures}
-            for f in result.nodes
-            if not f.fits
-        ][:20],
-        "held_by": list(fit.holders),
-        "blocked": dict(fit.blocked),
-    }
-    message = f"no room for surge pods ({gate.message}), and not in place either: {fit.message}"
-    held = "; ".join(fit.holders[:3])
-    hint = f"what holds the GPUs: {held}" if held else result.summary
-    details = {**gate.details, "mode": None, "held_by": list(fit.holders)}
-    return Gate("headroom", False, message, details, hint=hint), None, explanation
-
-
-def canary_gate(kube: KubeClient, env: Environment, records: Sequence[Release]) -> Gate:
-    """The canary's name must be free: no Deployment ``D-canary``, or one gpuops left from a
-    release its history holds open (the release finishes or removes it first)."""
-    from gpuops.usecases.releases.canary import leftover  # noqa: PLC0415
-
-    deployment = env.deployments[0]
-    name = canary_name(deployment)
-    open_ = {r.number for r in records if r.status == hist.PENDING}
-    obj, number = leftover(kube, env, deployment, open_)
-    if obj is None:
-        return Gate("canary", True, f"{env.namespace}/{name} is free for the canary")
-    if number is not None:
-        return Gate(
-            "canary",
-            True,
-            f"{env.namespace}/{name} is the canary release #{number} left: it goes first",
-        )
-    return Gate(
-        "canary",
-        False,
-        f"Deployment {env.namespace}/{name} exists and is not a canary gpuops left (no "
-        f"{canary_core.CANARY_OF}: {deployment} and an open release number): the canary "
-        "cannot be made",
-        hint=f"remove or rename {name}, or release {deployment} without a strategy",
-    )
 
 
 @dataclass
@@ -280,8 +155,8 @@ class Progressive:
             except ForeignChange:
                 self._end(entry, "failed", "someone else changed a Deployment")
                 raise
-            except GpuOpsError as exc:  # e.g. an analysis source that cannot be reached
-                problem = Problem(step_kind(step), self.canary.deployment, exc.message)
+            # any other error (the API server gone, the lock lost) stops the run as today's
+            # release stops: interrupted, its record open for the next release to finish
             if entry["state"] == "paused":
                 return Stop(i)
             if problem is not None:
@@ -532,4 +407,4 @@ def describe(step: Step, plan: Plan) -> str:
     return f"approval by {', '.join(step.approvers)}"
 
 
-__all__ = ["Plan", "Progressive", "Stop", "canary_gate", "headroom", "largest_canary", "surge_pods"]
+__all__ = ["Progressive", "Stop"]

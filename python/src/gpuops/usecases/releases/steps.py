@@ -213,7 +213,7 @@ def reconcile(
     """Finish the records earlier runs left ``pending`` (under the lock): what a stopped
     progressive release left (its canary, the stable's replicas in place) goes first, only
     what is provably gpuops' own; then each record from what the cluster says."""
-    from gpuops.usecases.releases.canary import clean_up  # noqa: PLC0415 - progressive only
+    from gpuops.usecases.releases.leftover import clean_up  # noqa: PLC0415 - progressive only
 
     records = store.read()
     if not any(r.status == hist.PENDING for r in records):
