@@ -71,7 +71,8 @@ class Target:
     image: str
     since: float
     pods: Callable[[], list[PodRef]]
-    #: the variables ``token_env`` is read from; None: the process's environment
+    #: the variables ``token_env`` and ``GPUOPS_KNOWN_HOSTS`` are read from; None: the
+    #: process's environment
     environ: Mapping[str, str] | None = field(default=None, repr=False)
     #: what a provider keeps between the measurements of one step (a gpu step's first readings)
     memory: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -107,8 +108,9 @@ def measure(
             verdict, value, detail = analysisjob.smoke(step, check, canary, attempt, sleep, renew)
         elif isinstance(check, GpuCheck):
             nodes = [p.node for p in target.pods() if p.node]
+            environ = os.environ if target.environ is None else target.environ
             verdict, value, detail = analysisgpu.inspect(
-                step, check, nodes, target.since, target.memory
+                step, check, nodes, target.since, target.memory, environ
             )
         else:  # pragma: no cover - the types above are all there are
             raise TypeError(type(check).__name__)

@@ -59,17 +59,21 @@ def inspect(
     nodes: list[str],
     since: float,
     kept: dict[str, Any],
+    environ: Mapping[str, str],
 ) -> tuple[str, float | None, str]:
     """One look at ``nodes`` (the canary pods' now) for what happened since ``since`` (epoch
     seconds): (verdict, new problems found, detail). ``kept``: what the step's measurements
-    share (the first readings)."""
+    share (the first readings); ``environ``: where ``GPUOPS_KNOWN_HOSTS`` is read (the
+    known-hosts file, as for ``nodes inspect``; else the inventory's, else ssh's own)."""
     memory = kept.get(f"gpu:{step.name}")
     if not isinstance(memory, _Memory):
         inv = common.load(check.inventory, None, DEFAULT_PATTERN)
         memory = _Memory(
             inv,
             inventory.check_thresholds(inv),
-            hostkeys.HostKeys(hostkeys.find(None, check.inventory)),
+            hostkeys.HostKeys(
+                hostkeys.find(environ.get(hostkeys.KNOWN_HOSTS_ENV) or None, check.inventory)
+            ),
         )
         kept[f"gpu:{step.name}"] = memory
     nodes = sorted(set(nodes))
