@@ -3,9 +3,12 @@ file and key, the canary's replicas, the query placeholders."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuops.core import releaseconfig
 from gpuops.core.releasestrategy import (
@@ -341,3 +344,69 @@ def test_substitute_replaces_the_four_placeholders_and_nothing_else() -> None:
     assert substitute("$namespace", namespace="$release", release="7") == "$release"  # one pass
     with pytest.raises(ValueError, match="no placeholder 'pod'"):
         substitute("x", pod="p")
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+    | st.sampled_from(["50%", "150%", "0%", "http://u:p@h/", "$(id)", "/../x", "fail", "/"]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FULL: dict[str, Any] = {
+    "steps": [
+        {"replicas": 1},
+        {
+            "analysis": {
+                "count": 3,
+                "failure_limit": 1,
+                "prometheus": {**PROM, "min": 0, "token_env": "T", "ca_file": "/ca.pem"},
+            }
+        },
+        {
+            "analysis": {
+                "http": {"port": 80, "max_latency_ms": 5, "json": {"field": "a", "equals": 1}}
+            }
+        },
+        {"analysis": {"job": {"command": ["x"], "timeout_seconds": 5}}},
+        {"analysis": {"gpu": {"inventory": "i"}, "inconclusive": "ignore"}},
+        {"pause_seconds": 3},
+        {"approval": {"approvers": ["a"], "timeout_minutes": 5}},
+    ],
+    "in_place": {"max_unavailable": 1},
+}
+
+
+def _paths(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    )
+    for key, value in items:
+        out += _paths(value, (*path, key))
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(where=st.sampled_from(_paths(FULL)), value=JSON)
+def test_any_value_anywhere_is_taken_or_an_input_error_naming_the_file(
+    where: tuple[Any, ...], value: Any
+) -> None:
+    doc = copy.deepcopy(FULL)
+    if not where:
+        doc = value
+    else:
+        parent = doc
+        for key in where[:-1]:
+            parent = parent[key]
+        parent[where[-1]] = value
+    try:
+        parse_strategy(doc, SOURCE, "environments.p.strategy")
+    except InvalidInput as exc:
+        assert exc.message.startswith(f"{SOURCE}: environments.p.strategy"), exc.message
+        assert len(exc.message) < 600 and "u:p@" not in exc.message

@@ -28,22 +28,27 @@ from typing import Any
 
 from gpuops.adapters.kube import KubeClient, NotFound, podproxy
 from gpuops.adapters.prometheus import Prometheus, Sample
+from gpuops.core import inventory
 from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED, Measurement, Tally, judge_value
 from gpuops.core.analysis import number_text as num
+from gpuops.core.inventory import DEFAULT_PATTERN
 from gpuops.core.releasehistory import now_iso
 from gpuops.core.releasestrategy import (
     AnalysisStep,
+    Check,
     GpuCheck,
     HttpCheck,
     JobCheck,
     PrometheusCheck,
+    Strategy,
     substitute,
 )
 from gpuops.core.values import shown
-from gpuops.errors import GpuOpsError, Unreachable
+from gpuops.errors import GpuOpsError, InvalidInput, Unreachable
+from gpuops.usecases.nodes import common
 from gpuops.usecases.releases import analysisgpu, analysisjob
 
-__all__ = ["PodRef", "Say", "Target", "measure", "run"]
+__all__ = ["PodRef", "Say", "Target", "measure", "preflight", "run"]
 
 Say = Callable[[str], None]
 RANK = {PASSED: 0, INCONCLUSIVE: 1, FAILED: 2}
@@ -151,6 +156,43 @@ def run(
         renew()
     say(f"analysis {step.name}: {tally.verdict} ({tally.reason})")
     return tally
+
+
+def preflight(
+    strategy: Strategy, source: str, environment: str, environ: Mapping[str, str] | None = None
+) -> None:
+    """What the strategy's analyses need that can be checked before anything changes: a
+    Prometheus' token variable set, its CA file usable, a gpu analysis' inventory readable
+    with valid node names. :class:`~gpuops.errors.InvalidInput` naming the step (exit 2,
+    nothing changed); ``source``/``environment`` name the file and the environment."""
+    env = os.environ if environ is None else environ
+    for i, step in enumerate(strategy.steps):
+        if not isinstance(step, AnalysisStep):
+            continue
+        where = f"{source}: environments.{environment}.strategy.steps[{i}].analysis"
+        try:
+            _preflight(step.check, env)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"{where}.{step.kind}: {exc.message}",
+                hint=exc.hint or f"fix it in {source}",
+                field="config",
+            ) from None
+
+
+def _preflight(check: Check, env: Mapping[str, str]) -> None:
+    if isinstance(check, PrometheusCheck):
+        token = None
+        if check.token_env is not None:
+            token = env.get(check.token_env) or None
+            if token is None:
+                raise InvalidInput(
+                    f"token_env names {check.token_env}, which is not set or empty",
+                    hint=f"set {check.token_env} (withCredentials string) or drop token_env",
+                )
+        Prometheus(check.url, token, check.ca_file)
+    elif isinstance(check, GpuCheck):
+        inventory.check_node_names(common.load(check.inventory, None, DEFAULT_PATTERN))
 
 
 # -- prometheus ------------------------------------------------------------------------------

@@ -1,0 +1,347 @@
+"""The pure parts of measuring a canary (issue 20): judging a pod's answer, the worst of
+several series, a Prometheus answer's decoding, the smoke Job's name and body, a Job's end and
+its pod's exit, the pod proxy's path, run()'s pacing and the pre-flight of a strategy."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuops.adapters import prometheus
+from gpuops.adapters.kube import jobs, podproxy
+from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED, Measurement
+from gpuops.core.releasestrategy import (
+    AnalysisStep,
+    CanaryReplicas,
+    GpuCheck,
+    HttpCheck,
+    JobCheck,
+    PrometheusCheck,
+    Strategy,
+)
+from gpuops.errors import InvalidInput, OperationFailed, Unreachable
+from gpuops.usecases.releases import analysis, analysisjob
+from gpuops.usecases.releases.analysis import Target
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("ok", "ok", True),
+        (1, 1.0, True),
+        (True, 1, False),
+        (1, True, False),
+        (False, 0, False),
+        (True, True, True),
+        (None, None, True),
+        ("1", 1, False),
+    ],
+)
+def test_same_json(a: Any, b: Any, same: bool) -> None:
+    assert analysis.same_json(a, b) is same
+
+
+def test_json_field_walks_objects_and_lists() -> None:
+    body = json.dumps({"status": "ok", "a": {"b": [{"c": 3}]}, "x": None}).encode()
+    assert analysis.json_field(body, "status") == (True, "ok")
+    assert analysis.json_field(body, "a.b.0.c") == (True, 3)
+    assert analysis.json_field(body, "x") == (True, None)
+    assert analysis.json_field(body, "a.b.1.c") == (False, None)
+    assert analysis.json_field(body, "missing") == (False, None)
+    assert analysis.json_field(b"<html>", "status") == (False, None)
+
+
+HEALTH = HttpCheck(8080, "/healthz", 200, 500, "status", "ok")
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict", "detail"),
+    [
+        ((200, 0.02, b'{"status": "ok"}'), PASSED, "pod p answered 200 in 0.020 s"),
+        ((500, 0.02, b'{"status": "ok"}'), FAILED, "pod p answered HTTP 500, not 200"),
+        ((200, 0.75, b'{"status": "ok"}'), FAILED, "pod p answered in 0.750 s, more than 500 ms"),
+        (
+            (200, 0.02, b'{"status": "degraded"}'),
+            FAILED,
+            "pod p: status is 'degraded', not 'ok'",
+        ),
+        ((200, 0.02, b"ok"), FAILED, "pod p: its answer has no JSON field status"),
+    ],
+)
+def test_judge_http(answer: tuple[int, float, bytes], verdict: str, detail: str) -> None:
+    got = analysis.judge_http(HEALTH, "p", podproxy.ProxyAnswer(*answer))
+    assert got == (verdict, answer[1], detail)
+
+
+def test_the_worst_sample_against_the_threshold() -> None:
+    s = [({"pod": "a"}, 0.01), ({"pod": "b"}, 0.3), ({"pod": "c"}, math.nan), ({"pod": "d"}, 0.2)]
+    assert analysis.worst_sample(s, None, 0.05) == ({"pod": "b"}, 0.3)
+    assert analysis.worst_sample(s, 0.1, None)[0] == {"pod": "a"}  # failed, lowest
+    assert analysis.worst_sample(s[:1] + s[2:3], None, 0.05)[0] == {"pod": "c"}  # NaN > pass
+    passing = [({"pod": "a"}, 0.01), ({"pod": "e"}, 0.04)]
+    assert analysis.worst_sample(passing, None, 0.05)[0] == {"pod": "e"}  # nearest the bound
+    assert analysis.worst_sample([({}, 0.5), ({}, 1.5)], 0.2, 1.0) == ({}, 1.5)
+    assert analysis.worst_sample([({}, 0.0), ({}, 1.05)], 0.2, 1.0) == ({}, 0.0)
+
+
+def _answer(status: int, doc: Any) -> tuple[int, bytes]:
+    return status, json.dumps(doc).encode() if not isinstance(doc, bytes) else doc
+
+
+def _ok(kind: str, result: Any) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": kind, "result": result}}
+
+
+def test_prometheus_answers_decode_to_samples() -> None:
+    url = "http://p:9090"
+    vector = _ok(
+        "vector",
+        [
+            {"metric": {"pod": "a"}, "value": [1.5, "0.25"]},
+            {"metric": {}, "value": [1.5, "NaN"]},
+            {"metric": {"x": "y"}, "value": [1.5, "+Inf"]},
+            {"metric": {"x": "z"}, "value": [1.5, "-Inf"]},
+        ],
+    )
+    got = prometheus._samples(url, *_answer(200, vector))
+    assert got[0] == ({"pod": "a"}, 0.25) and math.isnan(got[1][1])
+    assert [v for _, v in got[2:]] == [math.inf, -math.inf]
+    assert prometheus._samples(url, *_answer(200, _ok("scalar", [1.0, "3"]))) == [({}, 3.0)]
+    assert prometheus._samples(url, *_answer(200, _ok("vector", []))) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "doc", "error", "words"),
+    [
+        (
+            400,
+            {"status": "error", "errorType": "bad_data", "error": "parse error: secret-ish"},
+            prometheus.QueryRejected,
+            "refused the query: bad_data (HTTP 400)",
+        ),
+        (
+            422,
+            {"status": "error", "errorType": "execution", "error": "x"},
+            prometheus.QueryRejected,
+            "execution (HTTP 422)",
+        ),
+        (
+            503,
+            {"status": "error", "errorType": "unavailable", "error": "x"},
+            Unreachable,
+            "could not answer the query: unavailable (HTTP 503)",
+        ),
+        (
+            200,
+            {"status": "error", "errorType": "timeout", "error": "x"},
+            Unreachable,
+            "timeout (HTTP 200)",
+        ),
+        (502, b"<html>Bad Gateway</html>", Unreachable, "failed the query: HTTP 502"),
+        (401, b"", prometheus.PrometheusRefused, "refused the query: HTTP 401"),
+        (403, b"", prometheus.PrometheusRefused, "HTTP 403"),
+        (200, b"<html>", OperationFailed, "answered HTTP 200 with no Prometheus API answer"),
+        (200, _ok("matrix", []), prometheus.QueryRejected, "with a matrix, not a vector"),
+        (200, _ok("string", [1, "x"]), prometheus.QueryRejected, "with a string"),
+        (200, _ok("vector", [{"metric": {}, "value": [1, 2]}]), OperationFailed, "malformed value"),
+        (200, _ok("vector", [{"metric": {"a": 1}, "value": [1, "2"]}]), OperationFailed, "labels"),
+        (200, _ok("vector", ["x"]), OperationFailed, "malformed sample"),
+        (200, _ok("histogram", []), OperationFailed, "malformed result"),
+    ],
+)
+def test_prometheus_errors_in_our_words(
+    status: int, doc: Any, error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error) as info:
+        prometheus._samples("http://p:9090", *_answer(status, doc))
+    assert words in str(info.value)
+    assert "secret-ish" not in str(info.value)  # the server's free text is not repeated
+
+
+def test_the_job_name_stays_a_label_value_and_is_the_same_every_time() -> None:
+    assert analysisjob.job_name("web-canary", 7, 1) == "web-canary-smoke-7-1"
+    long = "d" * 56 + "-canary"
+    name = analysisjob.job_name(long, 123456, 12)
+    assert len(name) == 63 and name.endswith("-smoke-123456-12")
+    assert name == analysisjob.job_name(long, 123456, 12)
+    # a cut that ends in "-" would make two dashes (and "-." no name): stripped
+    assert analysisjob.job_name("a" * 52 + "-bbbb", 1, 1) == "a" * 52 + "-smoke-1-1"
+
+
+def test_the_smoke_job_runs_the_new_image_but_is_not_the_deployments_pod() -> None:
+    template = {
+        "metadata": {"labels": {"app": "web", "gpuops.io/track": "canary"}},
+        "spec": {
+            "serviceAccountName": "web",
+            "imagePullSecrets": [{"name": "harbor"}],
+            "nodeSelector": {"gpu": "h800"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "volumes": [{"name": "model", "emptyDir": {}}],
+            "containers": [
+                {"name": "sidecar", "image": "proxy:1"},
+                {
+                    "name": "server",
+                    "image": "r/web:2@sha256:" + "a" * 64,
+                    "env": [{"name": "MODEL", "value": "m"}],
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                    "volumeMounts": [{"name": "model", "mountPath": "/m"}],
+                    "ports": [{"containerPort": 8080}],
+                },
+            ],
+        },
+    }
+    step = AnalysisStep("smoke", JobCheck(("python", "-m", "smoke"), 120))
+    canary = analysisjob.Canary(None, "ai", "web", "web-canary", 7, "r/web:2@sha256:" + "a" * 64)  # type: ignore[arg-type]
+    body = analysisjob.job_body(step, step.check, canary, "web-canary-smoke-7-1", template)  # type: ignore[arg-type]
+    labels = {
+        "app.kubernetes.io/managed-by": "gpuops",
+        "gpuops.io/release": "7",
+        "gpuops.io/smoke-of": "web-canary",
+        "gpuops.io/analysis": "smoke",
+    }
+    assert body["metadata"] == {
+        "name": "web-canary-smoke-7-1",
+        "namespace": "ai",
+        "labels": labels,
+        "annotations": {"gpuops.io/canary-of": "web"},
+    }
+    spec = body["spec"]
+    assert (
+        spec["backoffLimit"],
+        spec["activeDeadlineSeconds"],
+        spec["ttlSecondsAfterFinished"],
+    ) == (
+        0,
+        120,
+        3600,
+    )
+    assert spec["template"]["metadata"] == {"labels": labels}  # not the Service's selector
+    pod = spec["template"]["spec"]
+    assert pod == {
+        "serviceAccountName": "web",
+        "imagePullSecrets": [{"name": "harbor"}],
+        "nodeSelector": {"gpu": "h800"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "env": [{"name": "MODEL", "value": "m"}],
+                "name": "smoke",
+                "image": "r/web:2@sha256:" + "a" * 64,
+                "command": ["python", "-m", "smoke"],
+            }
+        ],
+    }
+    bare = analysisjob.job_body(step, step.check, canary, "n", None)  # type: ignore[arg-type]
+    assert bare["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "-m", "smoke"]
+
+
+def test_a_jobs_end_and_its_pods_exit() -> None:
+    assert jobs.job_end({"status": {}}) == jobs.JobEnd(None)
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert jobs.job_end(done).state == "Complete"
+    failed = {
+        "status": {
+            "conditions": [
+                {"type": "FailureTarget", "status": "True"},
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "m"},
+            ]
+        }
+    }
+    assert jobs.job_end(failed) == jobs.JobEnd("Failed", "DeadlineExceeded", "m")
+    pod = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"name": "smoke", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
+            ],
+        },
+    }
+    assert jobs.pod_exit(pod) == jobs.PodExit("p", "Failed", "smoke", 3, "Error")
+    evicted = {"metadata": {"name": "q"}, "status": {"phase": "Failed", "reason": "Evicted"}}
+    assert jobs.pod_exit(evicted) == jobs.PodExit("q", "Failed", reason="Evicted")
+
+
+def test_the_pod_proxy_path_is_built_from_checked_parts() -> None:
+    assert (
+        podproxy.proxy_path("ai", "web-1", 8080, "/healthz?x=1")
+        == "/api/v1/namespaces/ai/pods/web-1:8080/proxy/healthz?x=1"
+    )
+    for bad in (("AI", "p", 80, "/"), ("ai", "p/../x", 80, "/"), ("ai", "p", 0, "/")):
+        with pytest.raises(InvalidInput):
+            podproxy.proxy_path(*bad)
+    for path in ("healthz", "/a b", "/a\r\nHost: x", "/a#b"):
+        with pytest.raises(InvalidInput, match="is not an HTTP path"):
+            podproxy.proxy_path("ai", "p", 80, path)
+    assert podproxy._is_status(b'{"kind": "Status", "apiVersion": "v1", "code": 503}')
+    assert not podproxy._is_status(b'{"kind": "Status"}')
+    assert not podproxy._is_status(b"Service Unavailable")
+
+
+def _target() -> Target:
+    return Target(None, "ai", "web", "web-canary", 1, "i", 0.0, list)  # type: ignore[arg-type]
+
+
+def test_run_measures_at_once_then_every_interval_renewing_the_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pure unit of run()'s pacing: measure() is replaced by a script of verdicts."""
+    verdicts = iter([PASSED, FAILED, PASSED, INCONCLUSIVE, PASSED])
+    events: list[str] = []
+
+    def fake(step: AnalysisStep, target: Target, **kw: Any) -> Measurement:
+        events.append(f"measure {kw['attempt']}")
+        return Measurement("t", next(verdicts), 0.5, "d")
+
+    monkeypatch.setattr(analysis, "measure", fake)
+    step = AnalysisStep("a", GpuCheck("inv"), interval_s=7, count=3, failure_limit=1)
+    lines: list[str] = []
+    tally = analysis.run(
+        step,
+        _target(),
+        sleep=lambda s: events.append(f"sleep {s}"),
+        say=lines.append,
+        renew=lambda: events.append("renew"),
+    )
+    assert tally.verdict == PASSED and len(tally.measurements) == 3
+    assert events == [
+        "measure 1",
+        "renew",
+        "sleep 7",
+        "renew",
+        "measure 2",
+        "renew",
+        "sleep 7",
+        "renew",
+        "measure 3",
+        "renew",
+    ]
+    assert lines[0] == "analysis a (gpu) measurement 1: passed value 0.5: d"
+    assert lines[-1] == "analysis a: passed (3 of 3 measurements, 1 failed (limit 1))"
+
+
+def test_preflight_names_the_step_of_what_is_missing(tmp_path: Path) -> None:
+    prom = AnalysisStep("err", PrometheusCheck("http://p:9090", "up", max=1, token_env="PROM_T"))
+    strategy = Strategy((CanaryReplicas(1), prom))
+    with pytest.raises(InvalidInput) as info:
+        analysis.preflight(strategy, "r.yaml", "prod", {})
+    assert info.value.message == (
+        "r.yaml: environments.prod.strategy.steps[1].analysis.prometheus: token_env names "
+        "PROM_T, which is not set or empty"
+    )
+    analysis.preflight(strategy, "r.yaml", "prod", {"PROM_T": "t0ken-value"})
+    tls = AnalysisStep(
+        "e", PrometheusCheck("https://p", "up", max=1, ca_file=str(tmp_path / "none.pem"))
+    )
+    with pytest.raises(InvalidInput, match=r"steps\[1\]\.analysis\.prometheus: the CA file"):
+        analysis.preflight(Strategy((CanaryReplicas(1), tls)), "r.yaml", "prod", {})
+    gpu = AnalysisStep("g", GpuCheck(str(tmp_path / "no-inventory")))
+    with pytest.raises(InvalidInput, match=r"steps\[2\]\.analysis\.gpu: "):
+        analysis.preflight(
+            Strategy((CanaryReplicas(1), prom, gpu)), "r.yaml", "prod", {"PROM_T": "x"}
+        )
