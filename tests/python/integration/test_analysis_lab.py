@@ -25,6 +25,7 @@ from gpuops.adapters.kube import Conflict, KubeClient, podproxy
 from gpuops.adapters.kube import jobs as kubejobs
 from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED
 from gpuops.core.releasestrategy import AnalysisStep, HttpCheck, JobCheck, PrometheusCheck
+from gpuops.errors import Unreachable
 from gpuops.usecases.releases import analysis, analysisjob
 from gpuops.usecases.releases.analysis import PodRef, Target
 
@@ -237,7 +238,11 @@ def test_the_pod_proxy_tells_the_pods_answer_from_the_api_servers(
     """A pod nobody answers for (no ``gpuops.io/lab-app`` label: kwok gives it a real IP of
     the lab's pod network, nothing listens there) is the API server saying it could not
     reach it: PodUnreachable, a failed measurement; the stand-in's own 404 is the pod's."""
-    start_pods(metrics_lab, namespace, {"ok": (lab_tag("1.1.0"), "canary")})
+    start_pods(
+        metrics_lab,
+        namespace,
+        {"ok": (lab_tag("1.1.0"), "canary"), "slow": (lab_tag("1.1.0", "slow"), "canary")},
+    )
     kube_lab = metrics_lab.kube
     kube_lab.core.create_namespaced_pod(
         namespace,
@@ -255,6 +260,13 @@ def test_the_pod_proxy_tells_the_pods_answer_from_the_api_servers(
     answer = podproxy.get(kube, namespace, "ok", 8080, "/healthz")
     assert answer.status == 200 and answer.body.startswith(b'{"status": "ok"')
     assert podproxy.get(kube, namespace, "ok", 8080, "/nope").status == 404
+    # a pod slower than the timeout: no answer (the API server waits on), and the client's
+    # next call, on a fresh connection, has the default timeout again
+    started = time.monotonic()
+    with pytest.raises(Unreachable, match="TimeoutError"):
+        podproxy.get(kube, namespace, "slow", 8080, "/healthz", timeout=0.5)
+    assert time.monotonic() - started < 1.5
+    assert podproxy.get(kube, namespace, "slow", 8080, "/healthz").status == 200
     with pytest.raises(podproxy.PodUnreachable, match=r"could not reach pod .*/silent port 8080"):
         podproxy.get(kube, namespace, "silent", 8080, "/healthz")
     m = analysis.measure(
