@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from gpuops.adapters import prometheus
+from gpuops.adapters.hostkeys import HostKeys
 from gpuops.adapters.kube import jobs, podproxy
 from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED, Measurement
+from gpuops.core.gpuhealth import HostHealth, Thresholds
+from gpuops.core.inventory import Host, Inventory
 from gpuops.core.releasestrategy import (
     AnalysisStep,
     CanaryReplicas,
@@ -24,7 +27,7 @@ from gpuops.core.releasestrategy import (
     Strategy,
 )
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
-from gpuops.usecases.releases import analysis, analysisjob
+from gpuops.usecases.releases import analysis, analysisgpu, analysisjob
 from gpuops.usecases.releases.analysis import Target
 
 
@@ -345,3 +348,48 @@ def test_preflight_names_the_step_of_what_is_missing(tmp_path: Path) -> None:
         analysis.preflight(
             Strategy((CanaryReplicas(1), prom, gpu)), "r.yaml", "prod", {"PROM_T": "x"}
         )
+
+
+def test_an_xid_counts_when_logged_after_the_step_began_by_the_nodes_clock() -> None:
+    """Pure unit of the gpu analysis' arithmetic: the step began at 1000.0 (epoch s); the node
+    read uptime 500.0 when its clock said 1010.0, so the step began at uptime 490.0."""
+    host = Host("gpu-1")
+    memory = analysisgpu._Memory(Inventory("inv", (host,)), {"gpu-1": Thresholds()}, HostKeys())
+    events = [
+        {"xid": 13, "name": "n", "bus": "0000:18:00", "uptime_s": at, "line": f"[{at}] Xid 13"}
+        for at in (489.9, 490.0, 495.5)
+    ]
+    health = HostHealth("gpu-1", PASSED, xids=events)
+    found = analysisgpu._new_xids(host, health, (500.0, 1010.0), 1000.0, 1012.0, memory)
+    assert [f.split(" on ")[0] for f in found] == ["gpu-1: Xid 13 (n)"] * 2
+    # no clock from the node: the controller's time before asking (1005.0): uptime 495.0
+    found = analysisgpu._new_xids(host, health, (500.0, None), 1000.0, 1005.0, memory)
+    assert len(found) == 1
+    # rebooted since the step began (uptime 5 s, 10 s after it): every event of this boot
+    found = analysisgpu._new_xids(host, health, (5.0, 1010.0), 1000.0, 1012.0, memory)
+    assert len(found) == 3
+    # no uptime at all: an untimed comparison with the step's first reading
+    memory.lines.clear()
+    assert analysisgpu._new_xids(host, health, None, 1000.0, 1012.0, memory) == []
+    more = HostHealth("gpu-1", PASSED, xids=[*events, {**events[0], "line": "new"}])
+    assert len(analysisgpu._new_xids(host, more, None, 1000.0, 1013.0, memory)) == 1
+
+
+def test_ecc_counts_beyond_the_steps_first_reading() -> None:
+    host = Host("gpu-1")
+    limits = Thresholds(ecc_corrected_volatile_warning=10)
+    memory = analysisgpu._Memory(Inventory("inv", (host,)), {"gpu-1": limits}, HostKeys())
+
+    def reading(corrected: int, uncorrected: int) -> HostHealth:
+        ecc = {"corrected_volatile": corrected, "uncorrected_volatile": uncorrected}
+        ecc["uncorrected_aggregate"] = 7  # old, and unchanged
+        return HostHealth("gpu-1", PASSED, gpus=[{"index": 0, "uuid": "GPU-1", "ecc": ecc}])
+
+    assert analysisgpu._new_ecc(host, reading(5, 3), memory) == []  # the baseline
+    assert analysisgpu._new_ecc(host, reading(15, 3), memory) == []  # 10 more: the limit
+    assert analysisgpu._new_ecc(host, reading(16, 3), memory) == [
+        "gpu-1: GPU 0 (GPU-1): 11 corrected ECC errors since the step began, more than 10"
+    ]
+    assert analysisgpu._new_ecc(host, reading(5, 4), memory) == [
+        "gpu-1: GPU 0 (GPU-1): 1 uncorrected ECC error(s) since the step began"
+    ]

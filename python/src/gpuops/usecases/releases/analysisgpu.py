@@ -6,9 +6,13 @@ What fails the measurement is what happened since the step began, not what a nod
 before (that is the fleet's health, ``nodes inspect``'s to report):
 
 - an Xid event logged since then: the kernel log's timestamps are seconds since boot, so the
-  script's run also reads the node's uptime, and an event counts when it was logged after
-  ``uptime - (now - since)`` (a node rebooted since: every event of this boot counts); an
-  event without a timestamp counts when the step's first reading did not have it;
+  script's run also reads the node's uptime and its clock at the same instant, and an event
+  counts when it was logged after ``uptime - (clock - since)`` (the node's clock: the error is
+  the clocks' skew, not the ssh round trip; a node rebooted since: every event of this boot
+  counts). A node whose ``date`` gives no fraction of a second is taken at the controller's
+  time just before the ssh session (an event in the session's first moments may be missed,
+  none from before the step blamed). An event without a timestamp counts when the step's
+  first reading did not have it;
 - an ECC error counted since then: the step's first reading is the baseline of each GPU's
   ECC counters (by UUID); an uncorrected error beyond it fails, and so do more corrected ones
   than the host's ``ecc_corrected_volatile_warning``. (ECC is thus seen from the second
@@ -37,8 +41,13 @@ from gpuops.usecases.nodes import common
 TIMEOUT_S = 30
 UPTIME_MARK = "@@gpuops-analysis uptime"
 #: printed before the inspection's sections (which the parser reads from its first marker)
-_UPTIME_LINE = f"printf '{UPTIME_MARK} %s\\n' \"$(cut -d' ' -f1 /proc/uptime 2>/dev/null)\"\n"
-_UPTIME = re.compile(rf"^{re.escape(UPTIME_MARK)} ([0-9]+(?:\.[0-9]+)?)$", re.MULTILINE)
+_UPTIME_LINE = (
+    "gpuops_u=$(cut -d' ' -f1 /proc/uptime 2>/dev/null); gpuops_c=$(date +%s.%N 2>/dev/null)\n"
+    f'printf \'{UPTIME_MARK} %s clock %s\\n\' "$gpuops_u" "$gpuops_c"\n'
+)
+_UPTIME = re.compile(
+    rf"^{re.escape(UPTIME_MARK)} ([0-9]+(?:\.[0-9]+)?) clock ([0-9]+\.[0-9]+)?.*$", re.MULTILINE
+)
 _ECC = ("corrected_volatile", "uncorrected_volatile", "uncorrected_aggregate")
 
 
@@ -96,7 +105,7 @@ def inspect(
         parallel=len(hosts),
         host_keys=memory.keys,
     )
-    elapsed = time.time() - since
+    before = time.time()
     problems: list[str] = []
     unreachable: list[str] = []
     for host in hosts:
@@ -106,7 +115,7 @@ def inspect(
             unreachable.append(f"{host.name}: {res.reason if res.unreachable else 'no inspection'}")
             continue
         health, uptime = found
-        problems += _new_xids(host, health, uptime, elapsed, memory)
+        problems += _new_xids(host, health, uptime, since, before, memory)
         problems += _new_ecc(host, health, memory)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -117,22 +126,34 @@ def inspect(
     return PASSED, 0.0, f"no Xid event or ECC error since the step began on {names}"
 
 
-def _parse(host: Host, stdout: str, memory: _Memory) -> tuple[HostHealth, float | None] | None:
+Uptime = tuple[float, float | None]  # the node's uptime, and its clock then (None: unknown)
+
+
+def _parse(host: Host, stdout: str, memory: _Memory) -> tuple[HostHealth, Uptime | None] | None:
     try:
         raw = gpuparse.split_sections(stdout)
     except gpuparse.ParseError:
         return None
     m = _UPTIME.search(stdout.split("@@gpuops ", 1)[0])
-    uptime = float(m[1]) if m else None
+    uptime = (float(m[1]), float(m[2]) if m[2] else None) if m else None
     t = memory.thresholds[host.name]
     return gpuhealth.evaluate(host.name, raw, host.gpu_count, t), uptime
 
 
 def _new_xids(
-    host: Host, health: HostHealth, uptime: float | None, elapsed: float, memory: _Memory
+    host: Host,
+    health: HostHealth,
+    uptime: Uptime | None,
+    since: float,
+    before: float,
+    memory: _Memory,
 ) -> list[str]:
-    """Xid events logged since the step began (``elapsed`` seconds ago)."""
-    since_boot = None if uptime is None else uptime - elapsed
+    """Xid events logged since the step began (``since``; ``before``: the controller's time
+    just before the node was asked)."""
+    since_boot = None
+    if uptime is not None:
+        seconds, clock = uptime
+        since_boot = seconds - ((clock if clock is not None else before) - since)
     first = host.name not in memory.lines
     seen = memory.lines.setdefault(host.name, set())
     out = []
