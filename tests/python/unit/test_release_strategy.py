@@ -57,6 +57,7 @@ def test_the_designs_example_parses_to_its_types() -> None:
                         "inconclusive": "fail",
                         "prometheus": {
                             **PROM,
+                            "url": "https://prometheus.monitoring:9090",
                             "token_env": "PROM_TOKEN",
                             "query": 'sum(rate(x{namespace="$namespace"}[1m]))\n/ 2',
                         },
@@ -91,7 +92,11 @@ def test_the_designs_example_parses_to_its_types() -> None:
     assert s[2] == AnalysisStep(
         "error-rate",
         PrometheusCheck(
-            PROM["url"], 'sum(rate(x{namespace="$namespace"}[1m]))\n/ 2', None, 0.05, "PROM_TOKEN"
+            "https://prometheus.monitoring:9090",
+            'sum(rate(x{namespace="$namespace"}[1m]))\n/ 2',
+            None,
+            0.05,
+            "PROM_TOKEN",
         ),
         10,
         5,
@@ -226,6 +231,27 @@ A = f"{S}.steps[1].analysis"
         (_analysis(prometheus={**PROM, "max": float("nan")}), f"{A}.prometheus.max: must be"),
         (_analysis(prometheus={**PROM, "max": float("inf")}), f"{A}.prometheus.max: must be"),
         (_analysis(prometheus={**PROM, "max": True}), f"{A}.prometheus.max: must be a finite"),
+        # an integer beyond a float (YAML reads 1e400 written out as an int): exit 2, no crash
+        (_analysis(prometheus={**PROM, "max": 10**400}), f"{A}.prometheus.max: must be a finite"),
+        (_analysis(prometheus={**PROM, "min": -(10**400)}), f"{A}.prometheus.min: must be"),
+        (
+            _analysis(prometheus={**PROM, "url": "http://prom:0"}),
+            f"{A}.prometheus.url: prometheus url 'http://prom:0' is not an http(s) URL: port 0",
+        ),
+        (
+            _analysis(prometheus={**PROM, "url": "http://prom:9090/?tenant=a"}),
+            f"{A}.prometheus.url: prometheus url 'http://prom:9090/?tenant=a' is not an http(s) "
+            "URL: a query (?) or fragment (#) would be dropped",
+        ),
+        (
+            _analysis(prometheus={**PROM, "url": "http://prom:9090/#x"}),
+            f"{A}.prometheus.url: prometheus url 'http://prom:9090/#x' is not an http(s) URL: a",
+        ),
+        (
+            _analysis(prometheus={**PROM, "token_env": "PROM_TOKEN"}),
+            f"{A}.prometheus.token_env: a bearer token over plain http:// is readable on the "
+            "wire: use an https url",
+        ),
         (
             _analysis(prometheus={**PROM, "min": 1, "max": 0.5}),
             f"{A}.prometheus.min: is 1.0, above max (0.5): no value could pass",
@@ -354,7 +380,8 @@ JSON = st.recursive(
     | st.text(max_size=40)
     | st.sampled_from(
         ["50%", "150%", "0%", "http://u:s3cret-pw@h/", "$(id)", "/../x", "fail", "/"]
-    ),
+    )
+    | st.sampled_from([10**400, -(10**400), 2**63, "\u0661", "http://[::1]:0", "http://h/?a#b"]),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
     ),
@@ -367,7 +394,13 @@ FULL: dict[str, Any] = {
             "analysis": {
                 "count": 3,
                 "failure_limit": 1,
-                "prometheus": {**PROM, "min": 0, "token_env": "T", "ca_file": "/ca.pem"},
+                "prometheus": {
+                    **PROM,
+                    "url": "https://prometheus.monitoring",
+                    "min": 0,
+                    "token_env": "T",
+                    "ca_file": "/ca.pem",
+                },
             }
         },
         {
@@ -382,6 +415,25 @@ FULL: dict[str, Any] = {
     ],
     "in_place": {"max_unavailable": 1},
 }
+
+
+def test_the_property_tests_document_is_valid_so_every_step_of_it_is_reached() -> None:
+    """FULL was once invalid at steps[1] (a ca_file on an http url): every value put after
+    it met that error first, and the property test below never reached steps 2 to 6."""
+    strategy = parse_strategy(copy.deepcopy(FULL), SOURCE, "environments.p.strategy")
+    assert len(strategy.steps) == len(FULL["steps"]) and strategy.in_place == InPlace(1)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9090", "http://localhost:9090", "http://[::1]:9090", "https://prom"],
+)
+def test_a_token_travels_over_plain_http_only_to_a_loopback_address(url: str) -> None:
+    strategy = _parse(_analysis(prometheus={**PROM, "url": url, "token_env": "T"}))
+    assert strategy is not None
+    step = strategy.steps[1]
+    assert isinstance(step, AnalysisStep) and isinstance(step.check, PrometheusCheck)
+    assert step.check.token_env == "T"
 
 
 def _paths(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
