@@ -33,7 +33,11 @@ PROM = {"url": "http://prometheus.monitoring:9090", "query": "up", "max": 0.05}
 
 
 def _doc(strategy: Any, deployment: str = "infer") -> dict[str, Any]:
-    env = {"namespace": "ai", "deployment": deployment, "image": "h.example.com/ai/infer"}
+    env = {
+        "namespace": "ai",
+        "deployment": deployment,
+        "image": "h.example.com/ai/infer",
+    }
     return {"environments": {"production": {**env, "strategy": strategy}}}
 
 
@@ -76,12 +80,20 @@ def test_the_designs_example_parses_to_its_types() -> None:
                 },
                 {
                     "analysis": {
-                        "job": {"command": ["python", "-m", "smoke"], "timeout_seconds": 30}
+                        "job": {
+                            "command": ["python", "-m", "smoke"],
+                            "timeout_seconds": 30,
+                        }
                     }
                 },
                 {"analysis": {"gpu": {"inventory": "ansible/inventory/production"}}},
                 {"replicas": "50%"},
-                {"approval": {"approvers": ["release-managers"], "timeout_minutes": 60}},
+                {
+                    "approval": {
+                        "approvers": ["release-managers"],
+                        "timeout_minutes": 60,
+                    }
+                },
             ],
             "in_place": {"max_unavailable": 1},
         }
@@ -106,9 +118,16 @@ def test_the_designs_example_parses_to_its_types() -> None:
     assert isinstance(s[2], AnalysisStep) and s[2].kind == "prometheus"
     # defaults: name "<kind>-<step index>", interval 10, count 1, no failure allowed, fail
     assert s[3] == AnalysisStep(
-        "http-3", HttpCheck(8080, "/healthz", 200, 500, "status", "ok"), 10, 1, 0, "fail"
+        "http-3",
+        HttpCheck(8080, "/healthz", 200, 500, "status", "ok"),
+        10,
+        1,
+        0,
+        "fail",
     )
-    assert s[4] == AnalysisStep("job-4", JobCheck(("python", "-m", "smoke"), 30), 1, 1, 0, "fail")
+    assert s[4] == AnalysisStep(
+        "job-4", JobCheck(("python", "-m", "smoke"), 30), 1, 1, 0, "fail"
+    )
     assert s[5] == AnalysisStep("gpu-5", GpuCheck("ansible/inventory/production"))
     assert s[6] == CanaryReplicas(percent=50)
     assert s[7] == ApprovalStep(("release-managers",), 60)
@@ -129,7 +148,9 @@ def test_no_strategy_is_todays_release_and_in_place_alone_is_one() -> None:
 
 
 def test_parse_strategy_alone_names_the_path_it_is_given() -> None:
-    with pytest.raises(InvalidInput, match=r"^f\.yaml: a\.strategy\.steps\[0\]\.replicas: "):
+    with pytest.raises(
+        InvalidInput, match=r"^f\.yaml: a\.strategy\.steps\[0\]\.replicas: "
+    ):
         parse_strategy({"steps": [{"replicas": 0}]}, "f.yaml", "a.strategy")
 
 
@@ -148,20 +169,53 @@ A = f"{S}.steps[1].analysis"
         ({}, f"{S}: must give steps, in_place or both"),
         ({"step": []}, f"{S}.step: is not a known key"),
         ({"steps": []}, f"{S}.steps: must list at least one step"),
-        ({"steps": [{"replicas": 1, "pause_seconds": 5}]}, f"{S}.steps[0]: must have exactly one"),
+        (
+            {"steps": [{"replicas": 1, "pause_seconds": 5}]},
+            f"{S}.steps[0]: must have exactly one",
+        ),
         ({"steps": [{}]}, f"{S}.steps[0]: must have exactly one key"),
         ({"steps": ["replicas"]}, f"{S}.steps[0]: must be a mapping"),
         ({"steps": [{"replica": 1}]}, f"{S}.steps[0].replica: is not a known key"),
-        ({"steps": [{"replicas": 0}]}, f"{S}.steps[0].replicas: must be a whole number from 1"),
-        ({"steps": [{"replicas": -2}]}, f"{S}.steps[0].replicas: must be a whole number"),
-        ({"steps": [{"replicas": True}]}, f"{S}.steps[0].replicas: must be a whole number"),
-        ({"steps": [{"replicas": 1.5}]}, f"{S}.steps[0].replicas: must be a whole number"),
-        ({"steps": [{"replicas": "150%"}]}, f"{S}.steps[0].replicas: must be a whole number >= 1"),
-        ({"steps": [{"replicas": "0%"}]}, f"{S}.steps[0].replicas: must be a whole number >= 1"),
-        ({"steps": [{"replicas": "half"}]}, f"{S}.steps[0].replicas: must be a whole number"),
-        ({"steps": [{"pause_seconds": -1}]}, f"{S}.steps[0].pause_seconds: must be a whole"),
-        ({"steps": [{"pause_seconds": None}]}, f"{S}.steps[0].pause_seconds: is required"),
-        ({"steps": [{"approval": {}}]}, f"{S}.steps[0].approval.approvers: must list at least"),
+        (
+            {"steps": [{"replicas": 0}]},
+            f"{S}.steps[0].replicas: must be a whole number from 1",
+        ),
+        (
+            {"steps": [{"replicas": -2}]},
+            f"{S}.steps[0].replicas: must be a whole number",
+        ),
+        (
+            {"steps": [{"replicas": True}]},
+            f"{S}.steps[0].replicas: must be a whole number",
+        ),
+        (
+            {"steps": [{"replicas": 1.5}]},
+            f"{S}.steps[0].replicas: must be a whole number",
+        ),
+        (
+            {"steps": [{"replicas": "150%"}]},
+            f"{S}.steps[0].replicas: must be a whole number >= 1",
+        ),
+        (
+            {"steps": [{"replicas": "0%"}]},
+            f"{S}.steps[0].replicas: must be a whole number >= 1",
+        ),
+        (
+            {"steps": [{"replicas": "half"}]},
+            f"{S}.steps[0].replicas: must be a whole number",
+        ),
+        (
+            {"steps": [{"pause_seconds": -1}]},
+            f"{S}.steps[0].pause_seconds: must be a whole",
+        ),
+        (
+            {"steps": [{"pause_seconds": None}]},
+            f"{S}.steps[0].pause_seconds: is required",
+        ),
+        (
+            {"steps": [{"approval": {}}]},
+            f"{S}.steps[0].approval.approvers: must list at least",
+        ),
         (
             {"steps": [{"approval": {"approvers": ["a;rm"]}}]},
             f"{S}.steps[0].approval.approvers: must list",
@@ -175,27 +229,48 @@ A = f"{S}.steps[1].analysis"
             f"{S}.steps[0]: an analysis measures the canary: put a replicas step before it",
         ),
         (_analysis(), f"{A}: must name exactly one provider"),
-        (_analysis(gpu={"inventory": "i"}, job={"command": ["x"]}), f"{A}: must name exactly"),
-        (_analysis(gpu={"inventory": "i"}, name="Bad_Name"), f"{A}.name: 'Bad_Name' is not a name"),
+        (
+            _analysis(gpu={"inventory": "i"}, job={"command": ["x"]}),
+            f"{A}: must name exactly",
+        ),
+        (
+            _analysis(gpu={"inventory": "i"}, name="Bad_Name"),
+            f"{A}.name: 'Bad_Name' is not a name",
+        ),
         (
             _analysis(gpu={"inventory": "i"}, interval_seconds=-5),
             f"{A}.interval_seconds: must be a whole number from 1 to 3600, not -5",
         ),
-        (_analysis(gpu={"inventory": "i"}, interval_seconds=0), f"{A}.interval_seconds"),
-        (_analysis(gpu={"inventory": "i"}, count=0), f"{A}.count: must be a whole number from 1"),
+        (
+            _analysis(gpu={"inventory": "i"}, interval_seconds=0),
+            f"{A}.interval_seconds",
+        ),
+        (
+            _analysis(gpu={"inventory": "i"}, count=0),
+            f"{A}.count: must be a whole number from 1",
+        ),
         (
             _analysis(gpu={"inventory": "i"}, count=2, failure_limit=2),
             f"{A}.failure_limit: is 2, not less than count (2): the analysis could never fail",
         ),
-        (_analysis(gpu={"inventory": "i"}, failure_limit=-1), f"{A}.failure_limit: must be"),
+        (
+            _analysis(gpu={"inventory": "i"}, failure_limit=-1),
+            f"{A}.failure_limit: must be",
+        ),
         (
             _analysis(gpu={"inventory": "i"}, inconclusive="retry"),
             f"{A}.inconclusive: must be one of fail, pass, ignore, not 'retry'",
         ),
         (_analysis(gpu={}), f"{A}.gpu.inventory: is required"),
-        (_analysis(gpu={"inventory": "a\nb"}), f"{A}.gpu.inventory: holds a control character"),
+        (
+            _analysis(gpu={"inventory": "a\nb"}),
+            f"{A}.gpu.inventory: holds a control character",
+        ),
         (_analysis(gpu=None), f"{A}: must name exactly one provider"),
-        (_analysis(prometheus={**PROM, "url": None}), f"{A}.prometheus.url: is required"),
+        (
+            _analysis(prometheus={**PROM, "url": None}),
+            f"{A}.prometheus.url: is required",
+        ),
         (
             _analysis(prometheus={**PROM, "url": "http://user:s3cret@prom:9090"}),
             f"{A}.prometheus.url: prometheus url 'http://prom:9090' is not an http(s) URL: it "
@@ -218,7 +293,10 @@ A = f"{S}.steps[1].analysis"
             _analysis(prometheus={**PROM, "query": "x" * 2001}),
             f"{A}.prometheus.query: is 2001 characters long; at most 2000",
         ),
-        (_analysis(prometheus={**PROM, "query": "  "}), f"{A}.prometheus.query: must be a non"),
+        (
+            _analysis(prometheus={**PROM, "query": "  "}),
+            f"{A}.prometheus.query: must be a non",
+        ),
         (
             _analysis(prometheus={**PROM, "query": "up\x1b[2J"}),
             f"{A}.prometheus.query: holds a control character",
@@ -227,13 +305,31 @@ A = f"{S}.steps[1].analysis"
             _analysis(prometheus={"url": PROM["url"], "query": "up"}),
             f"{A}.prometheus: must give max, min or both",
         ),
-        (_analysis(prometheus={**PROM, "max": "0.05"}), f"{A}.prometheus.max: must be a finite"),
-        (_analysis(prometheus={**PROM, "max": float("nan")}), f"{A}.prometheus.max: must be"),
-        (_analysis(prometheus={**PROM, "max": float("inf")}), f"{A}.prometheus.max: must be"),
-        (_analysis(prometheus={**PROM, "max": True}), f"{A}.prometheus.max: must be a finite"),
+        (
+            _analysis(prometheus={**PROM, "max": "0.05"}),
+            f"{A}.prometheus.max: must be a finite",
+        ),
+        (
+            _analysis(prometheus={**PROM, "max": float("nan")}),
+            f"{A}.prometheus.max: must be",
+        ),
+        (
+            _analysis(prometheus={**PROM, "max": float("inf")}),
+            f"{A}.prometheus.max: must be",
+        ),
+        (
+            _analysis(prometheus={**PROM, "max": True}),
+            f"{A}.prometheus.max: must be a finite",
+        ),
         # an integer beyond a float (YAML reads 1e400 written out as an int): exit 2, no crash
-        (_analysis(prometheus={**PROM, "max": 10**400}), f"{A}.prometheus.max: must be a finite"),
-        (_analysis(prometheus={**PROM, "min": -(10**400)}), f"{A}.prometheus.min: must be"),
+        (
+            _analysis(prometheus={**PROM, "max": 10**400}),
+            f"{A}.prometheus.max: must be a finite",
+        ),
+        (
+            _analysis(prometheus={**PROM, "min": -(10**400)}),
+            f"{A}.prometheus.min: must be",
+        ),
         (
             _analysis(prometheus={**PROM, "url": "http://prom:0"}),
             f"{A}.prometheus.url: prometheus url 'http://prom:0' is not an http(s) URL: port 0",
@@ -268,20 +364,47 @@ A = f"{S}.steps[1].analysis"
             _analysis(prometheus={**PROM, "ca_file": "/ca.pem"}),
             f"{A}.prometheus.ca_file: is for an https url",
         ),
-        (_analysis(prometheus={**PROM, "token": "x"}), f"{A}.prometheus.token: is not a known key"),
+        (
+            _analysis(prometheus={**PROM, "token": "x"}),
+            f"{A}.prometheus.token: is not a known key",
+        ),
         (_analysis(http={"path": "/"}), f"{A}.http.port: is required"),
-        (_analysis(http={"port": 70000}), f"{A}.http.port: must be a whole number from 1 to 65535"),
-        (_analysis(http={"port": 80, "path": "healthz"}), f"{A}.http.path: 'healthz' is not an"),
+        (
+            _analysis(http={"port": 70000}),
+            f"{A}.http.port: must be a whole number from 1 to 65535",
+        ),
+        (
+            _analysis(http={"port": 80, "path": "healthz"}),
+            f"{A}.http.path: 'healthz' is not an",
+        ),
         (
             _analysis(http={"port": 80, "path": "/../../secrets"}),
             f"{A}.http.path: '/../../secrets'",
         ),
-        (_analysis(http={"port": 80, "path": "/%2e%2e/x"}), f"{A}.http.path: '/%2e%2e/x' is not"),
-        (_analysis(http={"port": 80, "path": "/a b"}), f"{A}.http.path: '/a b' is not an HTTP"),
-        (_analysis(http={"port": 80, "path": "/a#b"}), f"{A}.http.path: '/a#b' is not an HTTP"),
-        (_analysis(http={"port": 80, "status": 99}), f"{A}.http.status: must be a whole number"),
-        (_analysis(http={"port": 80, "max_latency_ms": 0}), f"{A}.http.max_latency_ms: must be"),
-        (_analysis(http={"port": 80, "json": {"equals": 1}}), f"{A}.http.json.field: is required"),
+        (
+            _analysis(http={"port": 80, "path": "/%2e%2e/x"}),
+            f"{A}.http.path: '/%2e%2e/x' is not",
+        ),
+        (
+            _analysis(http={"port": 80, "path": "/a b"}),
+            f"{A}.http.path: '/a b' is not an HTTP",
+        ),
+        (
+            _analysis(http={"port": 80, "path": "/a#b"}),
+            f"{A}.http.path: '/a#b' is not an HTTP",
+        ),
+        (
+            _analysis(http={"port": 80, "status": 99}),
+            f"{A}.http.status: must be a whole number",
+        ),
+        (
+            _analysis(http={"port": 80, "max_latency_ms": 0}),
+            f"{A}.http.max_latency_ms: must be",
+        ),
+        (
+            _analysis(http={"port": 80, "json": {"equals": 1}}),
+            f"{A}.http.json.field: is required",
+        ),
         (
             _analysis(http={"port": 80, "json": {"field": "status"}}),
             f"{A}.http.json.equals: is required",
@@ -299,9 +422,15 @@ A = f"{S}.steps[1].analysis"
             _analysis(job={"command": "python -m smoke"}),
             f"{A}.job.command: must be a list of arguments (no shell runs it)",
         ),
-        (_analysis(job={"command": ["", "x"]}), f"{A}.job.command[0]: must be a string"),
+        (
+            _analysis(job={"command": ["", "x"]}),
+            f"{A}.job.command[0]: must be a string",
+        ),
         (_analysis(job={"command": ["x", 1]}), f"{A}.job.command[1]: must be a string"),
-        (_analysis(job={"command": ["x", "a\x00b"]}), f"{A}.job.command[1]: must be a string"),
+        (
+            _analysis(job={"command": ["x", "a\x00b"]}),
+            f"{A}.job.command[1]: must be a string",
+        ),
         (
             _analysis(job={"command": ["x"], "timeout_seconds": 0}),
             f"{A}.job.timeout_seconds: must be a whole number from 1",
@@ -310,18 +439,31 @@ A = f"{S}.steps[1].analysis"
             _analysis(job={"command": ["x"]}, count=3),
             f"{A}.count: must be 1 for a job analysis (its one measurement is the Job's end)",
         ),
-        (_analysis(job={"command": ["x"]}, failure_limit=1), f"{A}.failure_limit: must be 0"),
-        (_analysis(job={"command": ["x"]}, interval_seconds=5), f"{A}.interval_seconds: is not"),
-        ({"in_place": {"max_unavailable": 0}}, f"{S}.in_place.max_unavailable: must be a whole"),
+        (
+            _analysis(job={"command": ["x"]}, failure_limit=1),
+            f"{A}.failure_limit: must be 0",
+        ),
+        (
+            _analysis(job={"command": ["x"]}, interval_seconds=5),
+            f"{A}.interval_seconds: is not",
+        ),
+        (
+            {"in_place": {"max_unavailable": 0}},
+            f"{S}.in_place.max_unavailable: must be a whole",
+        ),
         ({"in_place": {"max_surge": 1}}, f"{S}.in_place.max_surge: is not a known key"),
         ({"in_place": 1}, f"{S}.in_place: must be a mapping, not an integer"),
     ],
 )
-def test_bad_values_name_the_file_and_the_key_and_exit_2(strategy: Any, where: str) -> None:
+def test_bad_values_name_the_file_and_the_key_and_exit_2(
+    strategy: Any, where: str
+) -> None:
     with pytest.raises(InvalidInput) as info:
         _parse(strategy)
     assert info.value.message.startswith(f"{SOURCE}: {where}"), info.value.message
-    assert info.value.exit_code == ExitCode.INVALID_INPUT and info.value.field == "config"
+    assert (
+        info.value.exit_code == ExitCode.INVALID_INPUT and info.value.field == "config"
+    )
     assert "s3cret" not in info.value.message
 
 
@@ -331,7 +473,9 @@ def test_a_canary_name_over_63_characters_is_refused_at_config_time() -> None:
     with pytest.raises(InvalidInput) as info:
         _parse({"steps": [{"replicas": 1}]}, ok + "x")
     message = info.value.message
-    assert message.startswith(f"{SOURCE}: environments.production.strategy: the canary of"), message
+    assert message.startswith(
+        f"{SOURCE}: environments.production.strategy: the canary of"
+    ), message
     assert f"would be '{ok}x-canary', 64 characters: at most 63" in message
     # no canary (in place only): the long name is fine
     assert _parse({"in_place": {}}, ok + "x") == Strategy((), InPlace(1))
@@ -343,7 +487,11 @@ def test_a_canary_name_over_63_characters_is_refused_at_config_time() -> None:
         (CanaryReplicas(count=1), 4, 1),
         (CanaryReplicas(count=3), 4, 3),
         (CanaryReplicas(count=9), 4, 4),  # at most all replicas
-        (CanaryReplicas(count=2), 0, 1),  # a Deployment at 0: its canary still gets one pod
+        (
+            CanaryReplicas(count=2),
+            0,
+            1,
+        ),  # a Deployment at 0: its canary still gets one pod
         (CanaryReplicas(percent=50), 4, 2),
         (CanaryReplicas(percent=50), 5, 3),  # rounded up
         (CanaryReplicas(percent=1), 4, 1),  # at least 1
@@ -361,13 +509,17 @@ def test_substitute_replaces_the_four_placeholders_and_nothing_else() -> None:
         'rate(x{namespace="$namespace",deployment="$deployment",pod=~"$canary-.*",'
         'release="$release"}[1m]) + $namespaced + $other + $ + $$namespace + ${namespace}'
     )
-    out = substitute(query, namespace="ai", deployment="infer", canary="infer-canary", release="7")
+    out = substitute(
+        query, namespace="ai", deployment="infer", canary="infer-canary", release="7"
+    )
     assert out == (
         'rate(x{namespace="ai",deployment="infer",pod=~"infer-canary-.*",release="7"}[1m])'
         " + $namespaced + $other + $ + $ai + ${namespace}"
     )
     assert substitute("$namespace $release", namespace="a") == "a $release"
-    assert substitute("$namespace", namespace="$release", release="7") == "$release"  # one pass
+    assert (
+        substitute("$namespace", namespace="$release", release="7") == "$release"
+    )  # one pass
     with pytest.raises(ValueError, match="no placeholder 'pod'"):
         substitute("x", pod="p")
 
@@ -381,9 +533,12 @@ JSON = st.recursive(
     | st.sampled_from(
         ["50%", "150%", "0%", "http://u:s3cret-pw@h/", "$(id)", "/../x", "fail", "/"]
     )
-    | st.sampled_from([10**400, -(10**400), 2**63, "\u0661", "http://[::1]:0", "http://h/?a#b"]),
+    | st.sampled_from(
+        [10**400, -(10**400), 2**63, "\u0661", "http://[::1]:0", "http://h/?a#b"]
+    ),
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=12), inner, max_size=3)
     ),
     max_leaves=8,
 )
@@ -405,7 +560,11 @@ FULL: dict[str, Any] = {
         },
         {
             "analysis": {
-                "http": {"port": 80, "max_latency_ms": 5, "json": {"field": "a", "equals": 1}}
+                "http": {
+                    "port": 80,
+                    "max_latency_ms": 5,
+                    "json": {"field": "a", "equals": 1},
+                }
             }
         },
         {"analysis": {"job": {"command": ["x"], "timeout_seconds": 5}}},
@@ -426,7 +585,12 @@ def test_the_property_tests_document_is_valid_so_every_step_of_it_is_reached() -
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:9090", "http://localhost:9090", "http://[::1]:9090", "https://prom"],
+    [
+        "http://127.0.0.1:9090",
+        "http://localhost:9090",
+        "http://[::1]:9090",
+        "https://prom",
+    ],
 )
 def test_a_token_travels_over_plain_http_only_to_a_loopback_address(url: str) -> None:
     strategy = _parse(_analysis(prometheus={**PROM, "url": url, "token_env": "T"}))
@@ -439,7 +603,11 @@ def test_a_token_travels_over_plain_http_only_to_a_loopback_address(url: str) ->
 def _paths(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [path]
     items = (
-        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+        doc.items()
+        if isinstance(doc, dict)
+        else enumerate(doc)
+        if isinstance(doc, list)
+        else ()
     )
     for key, value in items:
         out += _paths(value, (*path, key))

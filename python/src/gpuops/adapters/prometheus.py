@@ -24,7 +24,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from gpuops import __version__
-from gpuops.core.urls import parse_http, without_userinfo
+from gpuops.core.releasestrategy import prometheus_url
+from gpuops.core.urls import without_userinfo
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 from gpuops.logs import remember_secret
 
@@ -68,7 +69,7 @@ class Prometheus:
         ca_file: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        parts = parse_http(url, "prometheus url")
+        parts = prometheus_url(url)
         self.url = without_userinfo(url)
         tls = parts.scheme == "https"
         self._target = _Target(

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
+from urllib.parse import SplitResult
 
 from gpuops.core.releasesteps import (
     CANARY_SUFFIX,
@@ -70,6 +71,7 @@ __all__ = [
     "Strategy",
     "canary_name",
     "parse_strategy",
+    "prometheus_url",
     "step_kind",
     "substitute",
 ]
@@ -299,18 +301,25 @@ def _analysis(r: _Reader, index: int) -> AnalysisStep:
     return AnalysisStep(name, check, interval, count, limit, inconclusive)
 
 
+def prometheus_url(url: str) -> SplitResult:
+    """``url`` as a Prometheus server's base URL (http(s), a host, no userinfo, a port that is
+    one, no query or fragment: the API's path is appended to its path), or InvalidInput."""
+    parts = parse_http(url, "prometheus url")
+    bad = f"prometheus url {shown_url(url)} is not an http(s) URL"
+    if parts.port == 0:
+        raise InvalidInput(f"{bad}: port 0 is no port")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise InvalidInput(
+            f"{bad}: a query (?) or fragment (#) would be dropped (the API's path is "
+            "appended to the url's path)"
+        )
+    return parts
+
+
 def _prometheus(r: _Reader) -> PrometheusCheck:
     url = r.text("url")
     try:
-        parts = parse_http(url, "prometheus url")
-        bad = f"prometheus url {shown_url(url)} is not an http(s) URL"
-        if parts.port == 0:
-            raise InvalidInput(f"{bad}: port 0 is no port")
-        if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
-            raise InvalidInput(
-                f"{bad}: a query (?) or fragment (#) would be dropped (the API's path is "
-                "appended to the url's path)"
-            )
+        parts = prometheus_url(url)
     except InvalidInput as exc:
         r.fail("url", exc.message)
     query = r.text("query", lines=True, limit=MAX_QUERY)
