@@ -125,9 +125,7 @@ def test_the_designs_example_parses_to_its_types() -> None:
         0,
         "fail",
     )
-    assert s[4] == AnalysisStep(
-        "job-4", JobCheck(("python", "-m", "smoke"), 30), 1, 1, 0, "fail"
-    )
+    assert s[4] == AnalysisStep("job-4", JobCheck(("python", "-m", "smoke"), 30), 1, 1, 0, "fail")
     assert s[5] == AnalysisStep("gpu-5", GpuCheck("ansible/inventory/production"))
     assert s[6] == CanaryReplicas(percent=50)
     assert s[7] == ApprovalStep(("release-managers",), 60)
@@ -148,9 +146,7 @@ def test_no_strategy_is_todays_release_and_in_place_alone_is_one() -> None:
 
 
 def test_parse_strategy_alone_names_the_path_it_is_given() -> None:
-    with pytest.raises(
-        InvalidInput, match=r"^f\.yaml: a\.strategy\.steps\[0\]\.replicas: "
-    ):
+    with pytest.raises(InvalidInput, match=r"^f\.yaml: a\.strategy\.steps\[0\]\.replicas: "):
         parse_strategy({"steps": [{"replicas": 0}]}, "f.yaml", "a.strategy")
 
 
@@ -455,15 +451,11 @@ A = f"{S}.steps[1].analysis"
         ({"in_place": 1}, f"{S}.in_place: must be a mapping, not an integer"),
     ],
 )
-def test_bad_values_name_the_file_and_the_key_and_exit_2(
-    strategy: Any, where: str
-) -> None:
+def test_bad_values_name_the_file_and_the_key_and_exit_2(strategy: Any, where: str) -> None:
     with pytest.raises(InvalidInput) as info:
         _parse(strategy)
     assert info.value.message.startswith(f"{SOURCE}: {where}"), info.value.message
-    assert (
-        info.value.exit_code == ExitCode.INVALID_INPUT and info.value.field == "config"
-    )
+    assert info.value.exit_code == ExitCode.INVALID_INPUT and info.value.field == "config"
     assert "s3cret" not in info.value.message
 
 
@@ -473,9 +465,7 @@ def test_a_canary_name_over_63_characters_is_refused_at_config_time() -> None:
     with pytest.raises(InvalidInput) as info:
         _parse({"steps": [{"replicas": 1}]}, ok + "x")
     message = info.value.message
-    assert message.startswith(
-        f"{SOURCE}: environments.production.strategy: the canary of"
-    ), message
+    assert message.startswith(f"{SOURCE}: environments.production.strategy: the canary of"), message
     assert f"would be '{ok}x-canary', 64 characters: at most 63" in message
     # no canary (in place only): the long name is fine
     assert _parse({"in_place": {}}, ok + "x") == Strategy((), InPlace(1))
@@ -509,17 +499,13 @@ def test_substitute_replaces_the_four_placeholders_and_nothing_else() -> None:
         'rate(x{namespace="$namespace",deployment="$deployment",pod=~"$canary-.*",'
         'release="$release"}[1m]) + $namespaced + $other + $ + $$namespace + ${namespace}'
     )
-    out = substitute(
-        query, namespace="ai", deployment="infer", canary="infer-canary", release="7"
-    )
+    out = substitute(query, namespace="ai", deployment="infer", canary="infer-canary", release="7")
     assert out == (
         'rate(x{namespace="ai",deployment="infer",pod=~"infer-canary-.*",release="7"}[1m])'
         " + $namespaced + $other + $ + $ai + ${namespace}"
     )
     assert substitute("$namespace $release", namespace="a") == "a $release"
-    assert (
-        substitute("$namespace", namespace="$release", release="7") == "$release"
-    )  # one pass
+    assert substitute("$namespace", namespace="$release", release="7") == "$release"  # one pass
     with pytest.raises(ValueError, match="no placeholder 'pod'"):
         substitute("x", pod="p")
 
@@ -530,15 +516,10 @@ JSON = st.recursive(
     | st.integers(-(10**12), 10**12)
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=40)
-    | st.sampled_from(
-        ["50%", "150%", "0%", "http://u:s3cret-pw@h/", "$(id)", "/../x", "fail", "/"]
-    )
-    | st.sampled_from(
-        [10**400, -(10**400), 2**63, "\u0661", "http://[::1]:0", "http://h/?a#b"]
-    ),
+    | st.sampled_from(["50%", "150%", "0%", "http://u:s3cret-pw@h/", "$(id)", "/../x", "fail", "/"])
+    | st.sampled_from([10**400, -(10**400), 2**63, "\u0661", "http://[::1]:0", "http://h/?a#b"]),
     lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
     ),
     max_leaves=8,
 )
@@ -603,11 +584,7 @@ def test_a_token_travels_over_plain_http_only_to_a_loopback_address(url: str) ->
 def _paths(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [path]
     items = (
-        doc.items()
-        if isinstance(doc, dict)
-        else enumerate(doc)
-        if isinstance(doc, list)
-        else ()
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
     )
     for key, value in items:
         out += _paths(value, (*path, key))
