@@ -393,3 +393,102 @@ def test_ecc_counts_beyond_the_steps_first_reading() -> None:
     assert analysisgpu._new_ecc(host, reading(5, 4), memory) == [
         "gpu-1: GPU 0 (GPU-1): 1 uncorrected ECC error(s) since the step began"
     ]
+
+
+# -- a hostile review: answers of an unexpected shape are never a pass ------------------------
+@pytest.mark.parametrize(
+    "value",
+    ["\u0661", "\uff11", " 0 ", "0_1", "infinity", "nan", "+inf", "1e", "", "0x1", "1\n"],
+)
+def test_a_prometheus_value_is_prometheus_number_text_or_malformed(value: str) -> None:
+    """Go's strconv text (digits, '.', an exponent, NaN, +Inf, -Inf) and nothing else:
+    Python's float() also reads Arabic-Indic and full-width digits, blanks and '_', which
+    no Prometheus writes (a proxy's rewriting would be judged as a number)."""
+    with pytest.raises(OperationFailed, match="malformed value"):
+        prometheus._samples("http://p:9090", *_answer(200, _ok("vector", [{"value": [1, value]}])))
+
+
+@pytest.mark.parametrize("value", ["0", "-0.5", "1e-3", "2.5E+10", ".5", "NaN", "+Inf", "-Inf"])
+def test_prometheus_number_text_is_read(value: str) -> None:
+    got = prometheus._samples("http://p:9090", *_answer(200, _ok("scalar", [1, value])))
+    assert len(got) == 1 and (got[0][1] == float(value) or math.isnan(got[0][1]))
+
+
+def test_a_partial_prometheus_answer_is_inconclusive_never_judged() -> None:
+    """``warnings`` (Prometheus, Thanos, Mimir: a store or a remote read did not answer) means
+    the vector may lack series, the canary's failing one among them: not an answer to judge."""
+    partial = {**_ok("vector", [{"metric": {}, "value": [1, "0.01"]}]), "warnings": ["store x"]}
+    with pytest.raises(Unreachable, match="partial answer"):
+        prometheus._samples("http://p:9090", *_answer(200, partial))
+    empty = {**_ok("vector", []), "warnings": []}  # an empty list warns of nothing
+    assert prometheus._samples("http://p:9090", *_answer(200, empty)) == []
+
+
+@pytest.mark.parametrize("token", ["t\u00f6ken-value", "tok\u2019en-value", "tok en", "tok\ten"])
+def test_a_token_that_is_no_http_header_value_is_an_input_error_not_shown(token: str) -> None:
+    """A bearer token is RFC 6750's b64token characters: one with a non-ASCII character
+    crashed the request (UnicodeEncodeError, holding 'Bearer <token>' in its object)."""
+    with pytest.raises(InvalidInput) as info:
+        prometheus.Prometheus("https://p:9090", token)
+    assert token not in info.value.message and "token" in info.value.message
+
+
+class _Trickle:
+    """Stand-in for a server (a proxy in front of Prometheus, or the API server relaying a
+    pod) that sends ``at_once`` and then ``slowly`` one byte at a time, each byte well within
+    the socket timeout: a plain TCP server on loopback, no Prometheus. Real Prometheus never
+    trickles; what is tested is that the client's timeout bounds the whole answer."""
+
+    def __init__(self, at_once: bytes, slowly: bytes, pause: float = 0.02) -> None:
+        import socket
+        import threading
+
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.port = self.srv.getsockname()[1]
+        self.at_once, self.slowly, self.pause = at_once, slowly, pause
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import time
+
+        try:
+            conn, _ = self.srv.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(self.at_once)
+                for i in range(len(self.slowly)):
+                    if self.stop.is_set():
+                        return
+                    conn.sendall(self.slowly[i : i + 1])
+                    time.sleep(self.pause)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.srv.close()
+
+
+def _trickled_answer(body: bytes, where: str) -> _Trickle:
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nX-Pad: {'p' * 200}\r\n\r\n"
+    if where == "headers":
+        return _Trickle(b"", head.encode() + body)
+    return _Trickle(head.encode(), body)
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_the_prometheus_timeout_bounds_the_whole_answer(where: str) -> None:
+    import time
+
+    trickle = _trickled_answer(json.dumps(_ok("scalar", [1, "0"])).encode().ljust(400), where)
+    try:
+        started = time.monotonic()
+        with pytest.raises(Unreachable, match=r"did not answer within 1 s"):
+            prometheus.Prometheus(f"http://127.0.0.1:{trickle.port}", timeout=1).query("up")
+        assert time.monotonic() - started < 2.5
+    finally:
+        trickle.close()
