@@ -492,3 +492,69 @@ def test_the_prometheus_timeout_bounds_the_whole_answer(where: str) -> None:
         assert time.monotonic() - started < 2.5
     finally:
         trickle.close()
+
+
+def _exit(code: int | None, pod: str = "smoke-x", reason: str = "") -> jobs.PodExit:
+    phase = "Succeeded" if code == 0 else "Failed"
+    return jobs.PodExit(pod, phase, "smoke" if code is not None else "", code, reason)
+
+
+COMPLETE = jobs.JobEnd("Complete")
+
+
+@pytest.mark.parametrize(
+    ("end", "exits", "verdict", "detail"),
+    [
+        (COMPLETE, [_exit(0, reason="Completed")], PASSED, "Job j completed: pod smoke-x exited 0"),
+        # a Job that says Complete without a pod that exited 0 is no evidence the test ran
+        (COMPLETE, [], FAILED, "Job j says Complete but no pod of it reported an exit"),
+        (COMPLETE, [_exit(None)], FAILED, "Job j says Complete but pod smoke-x reported no exit"),
+        (COMPLETE, [_exit(1)], FAILED, "Job j says Complete but pod smoke-x exited 1"),
+        (COMPLETE, [_exit(0), _exit(137, "smoke-y")], FAILED, "pod smoke-y exited 137"),
+        (
+            jobs.JobEnd("Failed", "BackoffLimitExceeded"),
+            [_exit(1, reason="Error")],
+            FAILED,
+            "Job j failed (BackoffLimitExceeded): pod smoke-x exited 1 (Error)",
+        ),  # the Job controller's own failure, as before
+    ],
+)
+def test_a_smoke_job_passes_only_when_it_completed_and_every_pod_exited_0(
+    end: jobs.JobEnd, exits: list[jobs.PodExit], verdict: str, detail: str
+) -> None:
+    got = analysisjob.judge_end("j", end, exits)
+    assert got[0] == verdict and detail in got[2], got
+    if verdict == FAILED and exits and exits[-1].exit_code:
+        assert got[1] == float(exits[-1].exit_code)
+
+
+def test_a_job_that_failed_and_completed_is_failed() -> None:
+    """Conditions naming both (a status someone patched): the failure wins, whatever order."""
+    both = [{"type": "Complete", "status": "True"}, {"type": "Failed", "status": "True"}]
+    assert jobs.job_end({"status": {"conditions": both}}).state == "Failed"
+
+
+def test_a_smoke_job_deleted_or_never_ending_fails_never_inconclusive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pure unit of smoke()'s waiting: the Job adapter's calls are replaced by a script (the
+    real Job controller's answers are in the lab test). A Job deleted by someone, or replaced
+    by another of its name, was inconclusive: ``inconclusive: pass`` passed a smoke test that
+    never ended."""
+    made = {"metadata": {"name": "web-canary-smoke-7-1", "uid": "u-1"}}
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(analysisjob.kubeapps, "get_deployment", lambda *_a: {})
+    monkeypatch.setattr(analysisjob.kubejobs, "create_job", lambda _k, _b: made)
+    monkeypatch.setattr(analysisjob.kubejobs, "delete_job", lambda *a: seen.setdefault("del", a))
+    step = AnalysisStep("smoke", JobCheck(("x",), 5), inconclusive="pass")
+    canary = analysisjob.Canary(None, "ai", "web", "web-canary", 7, "i")  # type: ignore[arg-type]
+    for now in (None, {"metadata": {"name": "web-canary-smoke-7-1", "uid": "u-2"}}):
+        monkeypatch.setattr(analysisjob.kubejobs, "get_job", lambda *_a, now=now: now)
+        got = analysisjob.smoke(step, step.check, canary, 1, lambda _s: None)  # type: ignore[arg-type]
+        assert got[0] == FAILED and "was deleted or replaced by someone else" in got[2], got
+    running = {"metadata": {"name": "web-canary-smoke-7-1", "uid": "u-1"}, "status": {}}
+    monkeypatch.setattr(analysisjob.kubejobs, "get_job", lambda *_a: running)
+    clock = iter(range(0, 10_000, 10))
+    got = analysisjob.smoke(step, step.check, canary, 1, lambda _s: None, clock=lambda: next(clock))  # type: ignore[arg-type]
+    assert got[0] == FAILED and "did not end within 65 s" in got[2], got
+    assert seen["del"][-1] == "u-1"  # deleted by the uid gpuops created
