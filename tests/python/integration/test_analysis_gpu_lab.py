@@ -98,12 +98,14 @@ def test_xid_and_ecc_since_the_step_began_fail_it_and_what_came_before_does_not(
         assert m.verdict == INCONCLUSIVE and m.detail.startswith("could not inspect gpu-l40s-01: ")
     finally:
         labfleet.start_sshd(lab, "gpu-l40s-01")
+    # a node the inventory does not name can never be inspected: failed (it was inconclusive,
+    # which inconclusive: pass turned into a pass of GPUs nobody looked at)
     t = _target(nodes_lab, kube, ["not-a-host"], time.time())
-    m = analysis.measure(AnalysisStep("x", GpuCheck(inv)), t)
+    m = analysis.measure(AnalysisStep("x", GpuCheck(inv), inconclusive="pass"), t)
     assert (m.verdict, m.detail) == (
-        INCONCLUSIVE,
-        f"node not-a-host of a canary pod is not a host of {inv}",
+        FAILED,
+        f"node not-a-host of a canary pod is not a host of {inv}: nothing of it can be inspected",
     )
     m = analysis.measure(AnalysisStep("y", GpuCheck(inv)), _target(nodes_lab, kube, [], 0.0))
-    assert (m.verdict, m.detail) == (INCONCLUSIVE, "no canary pod is on a node yet")
+    assert (m.verdict, m.detail) == (FAILED, "no canary pod to inspect")
     kube.close()

@@ -228,8 +228,9 @@ def test_http_asks_every_canary_pod_through_the_pod_proxy(
     # a pod gone between the list and the GET: no answer to judge
     m = analysis.measure(step, target(kube, namespace, ["ok-1", "no-such-pod"]))
     assert (m.verdict, m.detail) == (INCONCLUSIVE, "pod no-such-pod is gone"), m
+    # no canary pod at all: nothing to judge is a failure, not a source that did not answer
     m = analysis.measure(step, target(kube, namespace, []))
-    assert (m.verdict, m.detail) == (INCONCLUSIVE, "no canary pod to ask"), m
+    assert (m.verdict, m.detail) == (FAILED, "no canary pod to ask"), m
 
 
 def test_the_pod_proxy_tells_the_pods_answer_from_the_api_servers(

@@ -558,3 +558,39 @@ def test_a_smoke_job_deleted_or_never_ending_fails_never_inconclusive(
     got = analysisjob.smoke(step, step.check, canary, 1, lambda _s: None, clock=lambda: next(clock))  # type: ignore[arg-type]
     assert got[0] == FAILED and "did not end within 65 s" in got[2], got
     assert seen["del"][-1] == "u-1"  # deleted by the uid gpuops created
+
+
+def _gpu_inventory(tmp: Path) -> str:
+    path = tmp / "hosts.yml"
+    path.write_text(
+        "all:\n  children:\n    gpu_nodes:\n      hosts:\n"
+        "        gpu-01: {ansible_host: 192.0.2.250}\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def test_a_gpu_analysis_of_nodes_it_cannot_know_fails_it_never_passes(tmp_path: Path) -> None:
+    """A canary node the inventory does not name is a setting that will not change: the gpu
+    check inspected nothing, and ``inconclusive: pass`` passed it. Like a query Prometheus
+    refuses, it is failed; so is a canary without a pod (nothing to inspect). A pod not yet on
+    a node is inconclusive (the next measurement may find it placed). No ssh is reached."""
+    step = AnalysisStep("gpus", GpuCheck(_gpu_inventory(tmp_path)), inconclusive="pass")
+
+    def target(pods: list[analysis.PodRef]) -> Target:
+        return Target(None, "ai", "web", "web-canary", 1, "i", 0.0, lambda: pods, environ={})  # type: ignore[arg-type]
+
+    m = analysis.measure(step, target([analysis.PodRef("web-canary-1", "gpu-99")]))
+    assert m.verdict == FAILED and m.detail.startswith("node gpu-99 of a canary pod is not"), m
+    m = analysis.measure(step, target([]))
+    assert (m.verdict, m.detail) == (FAILED, "no canary pod to inspect"), m
+    m = analysis.measure(step, target([analysis.PodRef("web-canary-1")]))
+    assert (m.verdict, m.detail) == (INCONCLUSIVE, "no canary pod is on a node yet"), m
+
+
+def test_an_http_analysis_of_a_canary_without_pods_fails_it() -> None:
+    """No canary pod: nothing answered, and ``inconclusive: pass`` passed a canary that is
+    not there (the engine's steps made it; none being left is not an unreachable source)."""
+    step = AnalysisStep("h", HttpCheck(8080, "/healthz"), inconclusive="pass")
+    m = analysis.measure(step, _target())
+    assert (m.verdict, m.detail) == (FAILED, "no canary pod to ask"), m

@@ -11,7 +11,7 @@ error's message as the detail.
   is inconclusive.
 - ``http``: every current canary pod through the API server's pod proxy (what a Jenkins agent
   outside the cluster network reaches); one measurement judges them all, its detail names the
-  failing pod; its value is the slowest answer's seconds.
+  failing pod; its value is the slowest answer's seconds. No canary pod at all fails it.
 - ``job``: a smoke-test Job in the new image (:mod:`.analysisjob`).
 - ``gpu``: the inspection core on the canary pods' nodes (:mod:`.analysisgpu`).
 """
@@ -112,10 +112,19 @@ def measure(
             )
             verdict, value, detail = analysisjob.smoke(step, check, canary, attempt, sleep, renew)
         elif isinstance(check, GpuCheck):
-            nodes = [p.node for p in target.pods() if p.node]
+            pods = target.pods()
             environ = os.environ if target.environ is None else target.environ
-            verdict, value, detail = analysisgpu.inspect(
-                step, check, nodes, target.since, target.memory, environ
+            verdict, value, detail = (
+                analysisgpu.inspect(
+                    step,
+                    check,
+                    [p.node for p in pods if p.node],
+                    target.since,
+                    target.memory,
+                    environ,
+                )
+                if pods
+                else (FAILED, None, "no canary pod to inspect")
             )
         else:  # pragma: no cover - the types above are all there are
             raise TypeError(type(check).__name__)
@@ -258,8 +267,8 @@ def _series(labels: Mapping[str, str]) -> str:
 # -- http ------------------------------------------------------------------------------------
 def _http(check: HttpCheck, target: Target) -> Judged:
     pods = target.pods()
-    if not pods:
-        return INCONCLUSIVE, None, "no canary pod to ask"
+    if not pods:  # no canary to judge is not a source that did not answer
+        return FAILED, None, "no canary pod to ask"
     latency = (check.max_latency_ms or 0) / 1000
     timeout = min(60.0, max(5.0, 2 * latency))
     results: list[tuple[str, float | None, str]] = []

@@ -18,8 +18,9 @@ before (that is the fleet's health, ``nodes inspect``'s to report):
   than the host's ``ecc_corrected_volatile_warning``. (ECC is thus seen from the second
   measurement on: give a gpu analysis a count of 2 or more.)
 
-A node that cannot be inspected (ssh unreachable, or not in the inventory) makes the
-measurement inconclusive; a canary pod not yet on a node is skipped.
+A node that cannot be inspected (ssh unreachable) makes the measurement inconclusive; a node
+the inventory does not name fails it (asking again gives the same answer: nothing of it can
+ever be inspected); a canary pod not yet on a node is skipped.
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ def inspect(
         return INCONCLUSIVE, None, "no canary pod is on a node yet"
     by_node = {h.node_name: h for h in memory.inventory.hosts}
     missing = [n for n in nodes if n not in by_node]
-    if missing:
+    if missing:  # asking again gives the same answer: failed, like a query Prometheus refuses
         return (
-            INCONCLUSIVE,
+            FAILED,
             None,
-            f"node {missing[0]} of a canary pod is not a host of {check.inventory}",
+            f"node {missing[0]} of a canary pod is not a host of {check.inventory}: "
+            "nothing of it can be inspected",
         )
     hosts = [by_node[n] for n in nodes]
     results = ssh.run_script(
