@@ -109,3 +109,34 @@ def test_xid_and_ecc_since_the_step_began_fail_it_and_what_came_before_does_not(
     m = analysis.measure(AnalysisStep("y", GpuCheck(inv)), _target(nodes_lab, kube, [], 0.0))
     assert (m.verdict, m.detail) == (FAILED, "no canary pod to inspect")
     kube.close()
+
+
+def test_a_gpu_lost_or_a_driver_gone_since_the_step_began_fails_it(nodes_lab: NodesLab) -> None:
+    """A card falling off the bus, or the driver going away, since the step began, with no Xid
+    line (the lab's nvidia-smi reports the lost card / the missing driver as the real one
+    does; a real driver also logs an Xid 79, which the lab leaves out here on purpose): the
+    analysis read only Xid lines and ECC counters, and passed."""
+    lab = nodes_lab.lab
+    inv = nodes_lab.fleet.facts["inventory"]
+    kube = KubeClient.connect(str(nodes_lab.kube.kubeconfig))
+    driver = hoststate.gpu_state(lab, "gpu-l40s-01")["driver"]
+    try:
+        t = _target(nodes_lab, kube, ["gpu-h800-01"], time.time())
+        step = AnalysisStep("lost", GpuCheck(inv), interval_s=1, count=3)
+        assert analysis.measure(step, t).verdict == PASSED
+        hoststate.set_card(lab, "gpu-h800-01", 2, lost=True)
+        m = analysis.measure(step, t)
+        assert m.verdict == FAILED, m
+        assert m.detail.startswith("gpu-h800-01: GPU ") and "(since the step began)" in m.detail, m
+
+        t = _target(nodes_lab, kube, ["gpu-l40s-01"], time.time())
+        step = AnalysisStep("driver", GpuCheck(inv), interval_s=1, count=3)
+        assert analysis.measure(step, t).verdict == PASSED
+        hoststate.set_gpu_state(lab, "gpu-l40s-01", driver=None)
+        m = analysis.measure(step, t)
+        assert m.verdict == FAILED, m
+        assert m.detail.startswith("gpu-l40s-01: ") and "(since the step began)" in m.detail, m
+    finally:
+        hoststate.set_card(lab, "gpu-h800-01", 2, lost=False)
+        hoststate.set_gpu_state(lab, "gpu-l40s-01", driver=driver)
+        kube.close()

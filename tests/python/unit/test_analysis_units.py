@@ -594,3 +594,46 @@ def test_an_http_analysis_of_a_canary_without_pods_fails_it() -> None:
     step = AnalysisStep("h", HttpCheck(8080, "/healthz"), inconclusive="pass")
     m = analysis.measure(step, _target())
     assert (m.verdict, m.detail) == (FAILED, "no canary pod to ask"), m
+
+
+def test_gpus_that_stop_working_since_the_steps_first_reading_fail_it() -> None:
+    """nvidia-smi failing (the driver gone, hung), a GPU lost or no longer listed since the
+    step's first reading: the gpu analysis looked only at Xid lines and ECC counters, so a
+    node whose driver the canary took down (no GPU left to count ECC on) passed with "no Xid
+    event or ECC error". What was already broken at the first reading is the fleet's, not
+    the canary's (as for ECC). Pure unit: the readings are built here."""
+    from gpuops.core.gpuhealth import CRITICAL, Finding
+
+    host = Host("gpu-1")
+    memory = analysisgpu._Memory(Inventory("inv", (host,)), {"gpu-1": Thresholds()}, HostKeys())
+    cards = [{"index": i, "uuid": f"GPU-{i}", "ecc": {}} for i in range(2)]
+    lost = Finding("gpu-lost", CRITICAL, "GPU 0000:18:00.0: GPU is lost")
+    down = Finding("driver-not-loaded", CRITICAL, "the NVIDIA driver is not loaded: rc 9")
+    assert analysisgpu._new_outages(host, HostHealth("gpu-1", PASSED, gpus=cards), memory) == []
+    one = HostHealth("gpu-1", FAILED, gpus=cards[:1], findings=[lost])
+    assert analysisgpu._new_outages(host, one, memory) == [
+        "gpu-1: GPU 0000:18:00.0: GPU is lost (since the step began)",
+        "gpu-1: GPU GPU-1 is no longer listed by nvidia-smi (since the step began)",
+    ]
+    none = HostHealth("gpu-1", FAILED, findings=[down])
+    assert analysisgpu._new_outages(host, none, memory)[0] == (
+        "gpu-1: the NVIDIA driver is not loaded: rc 9 (since the step began)"
+    )
+    # broken at the first reading already: not the canary's doing
+    old = analysisgpu._Memory(Inventory("inv", (host,)), {"gpu-1": Thresholds()}, HostKeys())
+    assert analysisgpu._new_outages(host, one, old) == []
+    assert analysisgpu._new_outages(host, one, old) == []
+
+
+def test_ecc_counters_unreadable_at_the_first_reading_count_from_their_first_reading() -> None:
+    host = Host("gpu-1")
+    memory = analysisgpu._Memory(Inventory("inv", (host,)), {"gpu-1": Thresholds()}, HostKeys())
+
+    def reading(ecc: dict[str, int]) -> HostHealth:
+        return HostHealth("gpu-1", PASSED, gpus=[{"index": 0, "uuid": "GPU-1", "ecc": ecc}])
+
+    assert analysisgpu._new_ecc(host, reading({}), memory) == []  # N/A at first
+    assert analysisgpu._new_ecc(host, reading({"uncorrected_volatile": 2}), memory) == []
+    assert analysisgpu._new_ecc(host, reading({"uncorrected_volatile": 5}), memory) == [
+        "gpu-1: GPU 0 (GPU-1): 3 uncorrected ECC error(s) since the step began"
+    ]

@@ -5,6 +5,11 @@ step's inventory by node name (``gpuops_node_name``, else the host's name).
 What fails the measurement is what happened since the step began, not what a node carried
 before (that is the fleet's health, ``nodes inspect``'s to report):
 
+- GPUs that stopped working since the step's first reading of the node: nvidia-smi failing
+  (the driver gone or hung), a GPU fallen off the bus or missing, a GPU listed then and not
+  now (the driver going away may leave no Xid line, and a GPU nobody lists has no ECC
+  counters to count);
+
 - an Xid event logged since then: the kernel log's timestamps are seconds since boot, so the
   script's run also reads the node's uptime and its clock at the same instant, and an event
   counts when it was logged after ``uptime - (clock - since)`` (the node's clock: the error is
@@ -61,6 +66,8 @@ class _Memory:
     keys: hostkeys.HostKeys
     ecc: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # host, uuid
     lines: dict[str, set[str]] = field(default_factory=dict)  # host: untimed Xid lines
+    outages: dict[str, set[str]] = field(default_factory=dict)  # host: first reading's
+    uuids: dict[str, set[str]] = field(default_factory=dict)  # host: GPUs first listed
 
 
 def inspect(
@@ -117,6 +124,7 @@ def inspect(
             unreachable.append(f"{host.name}: {res.reason if res.unreachable else 'no inspection'}")
             continue
         health, uptime = found
+        problems += _new_outages(host, health, memory)
         problems += _new_xids(host, health, uptime, since, before, memory)
         problems += _new_ecc(host, health, memory)
     if problems:
@@ -175,15 +183,47 @@ def _new_xids(
     return out
 
 
+#: findings that say GPUs stopped working: nvidia-smi's failures (the driver gone or hung),
+#: a GPU fallen off the bus, fewer GPUs than the inventory says
+_OUTAGES = frozenset({*gpuparse.SMI_FAILURES, "gpu-missing"})
+
+
+def _new_outages(host: Host, health: HostHealth, memory: _Memory) -> list[str]:
+    """What stopped working since the step's first reading of the host: nvidia-smi failing,
+    a GPU lost or missing, a GPU listed then and not now (no GPU left has ECC counters to
+    count, and a driver that went away may leave no Xid line)."""
+    found = {
+        f.message: f
+        for f in health.findings
+        if f.severity == gpuhealth.CRITICAL and f.check in _OUTAGES
+    }
+    first = memory.outages.setdefault(host.name, set(found))
+    out = [
+        f"{host.name}: {message} (since the step began)"
+        for message in found
+        if message not in first
+    ]
+    listed = {str(g["uuid"]) for g in health.gpus if g.get("uuid")}
+    known = memory.uuids.setdefault(host.name, listed)
+    out += [
+        f"{host.name}: GPU {uuid} is no longer listed by nvidia-smi (since the step began)"
+        for uuid in sorted(known - listed)
+    ]
+    return out
+
+
 def _new_ecc(host: Host, health: HostHealth, memory: _Memory) -> list[str]:
-    """ECC errors counted beyond the step's first reading of each GPU."""
+    """ECC errors counted beyond the step's first reading of each GPU (of each counter: one
+    unreadable then counts from its first reading)."""
     baseline = memory.ecc.setdefault(host.name, {})
     corrected_limit = memory.thresholds[host.name].ecc_corrected_volatile_warning
     out = []
     for gpu in health.gpus:
         uuid = str(gpu.get("uuid") or gpu.get("index"))
         now = _counts(gpu.get("ecc"))
-        before = baseline.setdefault(uuid, now)
+        before = baseline.setdefault(uuid, dict(now))
+        for key, count in now.items():
+            before.setdefault(key, count)
         grew = {k: now[k] - before[k] for k in _ECC if k in now and k in before}
         where = f"{host.name}: GPU {gpu.get('index')} ({uuid})"
         if grew.get("uncorrected_volatile", 0) > 0 or grew.get("uncorrected_aggregate", 0) > 0:
