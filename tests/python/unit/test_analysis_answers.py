@@ -186,3 +186,49 @@ def test_through_a_kubeconfigs_proxy_the_body_is_bounded_too(api: Api) -> None:
         assert time.monotonic() - started < 2.5
     finally:
         http.close()
+
+
+def test_a_prometheus_redirect_is_not_followed_and_the_token_goes_nowhere_else() -> None:
+    """A stub on loopback answers the query with 307 to another stub (a proxy or a moved
+    server could): the answer is a failed measurement naming HTTP 307, and the second stub
+    is never asked, so the bearer token never reaches it. (No Prometheus redirects its API;
+    this pins that the client follows nothing.)"""
+    from gpuops.adapters import prometheus
+    from gpuops.errors import OperationFailed
+
+    asked: list[str] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            asked.append(str(self.headers.get("Authorization")))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    target = f"http://127.0.0.1:{other.server_address[1]}/api/v1/query"
+
+    class Moved(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    first = ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    for server in (other, first):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        prom = prometheus.Prometheus(f"http://127.0.0.1:{first.server_address[1]}", "tok-123456")
+        with pytest.raises(OperationFailed, match="answered HTTP 307 with no Prometheus API"):
+            prom.query("up")
+        assert asked == []
+    finally:
+        for server in (other, first):
+            server.shutdown()
+            server.server_close()
