@@ -163,7 +163,8 @@ def test_prometheus_empty_nan_unreachable_and_refused_answers(
     metrics_lab: MetricsLab, kube: KubeClient, namespace: str
 ) -> None:
     url = metrics_lab.prometheus_url
-    t = target(kube, namespace, [])
+    # the canary's pod: its name is not in these queries, its being there is what counts
+    t = target(kube, namespace, ["web-canary-1"])
     empty = 'sum(rate(lab_app_requests_total{namespace="$namespace",track="none"}[5s]))'
     m = analysis.measure(prom_step(url, empty), t)
     assert (m.verdict, m.value, m.detail) == (INCONCLUSIVE, None, "the query answered no series")
@@ -193,6 +194,11 @@ def test_prometheus_empty_nan_unreachable_and_refused_answers(
         FAILED,
         "token_env LAB_PROM_TOKEN is not set or empty",
     )
+    # no canary pod: a ratio "or vector(0)" would answer 0 and pass; nothing is measured
+    idle = analysis.measure(
+        prom_step(url, "vector(0)", inconclusive="pass"), target(kube, namespace, [])
+    )
+    assert (idle.verdict, idle.detail) == (FAILED, "no canary pod to measure"), idle
 
 
 def test_http_asks_every_canary_pod_through_the_pod_proxy(

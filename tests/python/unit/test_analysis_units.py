@@ -637,3 +637,13 @@ def test_ecc_counters_unreadable_at_the_first_reading_count_from_their_first_rea
     assert analysisgpu._new_ecc(host, reading({"uncorrected_volatile": 5}), memory) == [
         "gpu-1: GPU 0 (GPU-1): 3 uncorrected ECC error(s) since the step began"
     ]
+
+
+def test_a_prometheus_analysis_of_a_canary_without_pods_fails_it() -> None:
+    """An error ratio written as the docs advised (``... or vector(0)``) answers 0 for a
+    canary that serves nothing, pods or not: a canary whose pods are all gone passed. With
+    no canary pod there is nothing the query can be about: failed, before asking (the URL
+    here is never reached: nothing listens on port 1)."""
+    check = PrometheusCheck("http://127.0.0.1:1", "vector(0)", max=0.05)
+    m = analysis.measure(AnalysisStep("err", check, inconclusive="pass"), _target())
+    assert (m.verdict, m.detail) == (FAILED, "no canary pod to measure"), m

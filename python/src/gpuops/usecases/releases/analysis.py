@@ -8,7 +8,7 @@ error's message as the detail.
 
 - ``prometheus``: the step's query with its placeholders filled in; a vector of one sample is
   its value, of several the worst against the threshold (its series named), an empty answer
-  is inconclusive.
+  is inconclusive. No canary pod at all fails it without asking.
 - ``http``: every current canary pod through the API server's pod proxy (what a Jenkins agent
   outside the cluster network reaches); one measurement judges them all, its detail names the
   failing pod; its value is the slowest answer's seconds. No canary pod at all fails it.
@@ -206,6 +206,8 @@ def _preflight(check: Check, env: Mapping[str, str]) -> None:
 
 # -- prometheus ------------------------------------------------------------------------------
 def _prometheus(check: PrometheusCheck, target: Target) -> Judged:
+    if not target.pods():  # ``... or vector(0)`` would answer 0 for a canary that is not there
+        return FAILED, None, "no canary pod to measure"
     token = None
     if check.token_env is not None:
         environ = os.environ if target.environ is None else target.environ
