@@ -17,6 +17,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import ssl
 import time
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from gpuops import __version__
-from gpuops.core.urls import parse_http, without_userinfo
+from gpuops.adapters.deadline import Deadline, shutdown
+from gpuops.core.releasestrategy import prometheus_url
+from gpuops.core.urls import without_userinfo
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 from gpuops.logs import remember_secret
 
@@ -37,10 +40,19 @@ USER_AGENT = f"gpuops/{__version__}"
 _TRANSIENT = frozenset({"timeout", "canceled", "unavailable", "internal"})
 
 Sample = tuple[dict[str, str], float]
+#: a sample's value as Prometheus writes it (ASCII digits only: re's \d is any script's)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN|[+-]Inf")
+#: a bearer token as an Authorization header carries it: visible ASCII, no blank
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 class PrometheusRefused(OperationFailed):
     """401/403: the server (or a proxy in front of it) refused the credentials."""
+
+
+class PartialAnswer(Unreachable):
+    """The server answered with ``warnings``: a part of the data did not answer (a store, a
+    remote read) or PromQL dropped samples; the measurement is inconclusive."""
 
 
 class QueryRejected(OperationFailed):
@@ -68,7 +80,7 @@ class Prometheus:
         ca_file: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        parts = parse_http(url, "prometheus url")
+        parts = prometheus_url(url)
         self.url = without_userinfo(url)
         tls = parts.scheme == "https"
         self._target = _Target(
@@ -79,10 +91,10 @@ class Prometheus:
         )
         if token is not None:
             remember_secret(token)
-            if not token or not token.isprintable() or token != token.strip():
+            if not _TOKEN.fullmatch(token):
                 raise InvalidInput(
                     f"the bearer token for Prometheus {self.url} is empty or holds a blank, "
-                    "a line break or a control character",
+                    "a line break, a control character or a character that is not ASCII",
                     hint="check the variable token_env names",
                 )
         self._token = token
@@ -119,11 +131,17 @@ class Prometheus:
         )
         started = time.perf_counter()
         try:
-            conn.request("POST", t.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read(MAX_ANSWER + 1)
-        except (OSError, http.client.HTTPException) as exc:
-            raise self._unreachable(exc) from None
+            with Deadline(self.timeout) as deadline:  # the whole exchange, not each read
+                try:
+                    conn.connect()
+                    deadline.watch(shutdown(conn.sock))
+                    conn.request("POST", t.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read(MAX_ANSWER + 1)
+                except (OSError, http.client.HTTPException) as exc:
+                    raise self._unreachable(TimeoutError() if deadline.expired else exc) from None
+            if deadline.expired:  # an answer without a length, cut by the deadline
+                raise self._unreachable(TimeoutError())
         finally:
             conn.close()
         elapsed_ms = 1e3 * (time.perf_counter() - started)
@@ -193,6 +211,15 @@ def _samples(url: str, status: int, body: bytes) -> list[Sample]:
     data = doc.get("data")
     kind = data.get("resultType") if isinstance(data, dict) else None
     result = data.get("result") if isinstance(data, dict) else None
+    warnings = doc.get("warnings")
+    if warnings:
+        log.debug("Prometheus %s warned: %s", url, str(warnings)[:500])
+        raise PartialAnswer(
+            f"Prometheus {url} gave a partial answer ({_count(warnings)} warning(s)): series "
+            "may be missing, so it is not judged",
+            hint="-v shows the server's warnings (a store or remote read that did not answer, "
+            "samples PromQL dropped)",
+        )
     if kind == "scalar":
         return [({}, _value(url, result))]
     if kind == "vector" and isinstance(result, list):
@@ -240,11 +267,18 @@ def _labels(url: str, sample: dict[str, Any]) -> dict[str, str]:
     return dict(metric)
 
 
+def _count(warnings: Any) -> int:
+    return len(warnings) if isinstance(warnings, list) else 1
+
+
 def _value(url: str, pair: Any) -> float:
-    """``[<time>, "<value>"]``: the value, NaN and ±Inf included."""
-    if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
-        try:
-            return float(pair[1])
-        except ValueError:
-            pass
+    """``[<time>, "<value>"]``: the value, NaN and ±Inf included, in the text Go's strconv
+    writes (Python's float() also reads blanks, '_', 'infinity' and any script's digits)."""
+    if (
+        isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(pair[1], str)
+        and _NUMBER.fullmatch(pair[1])
+    ):
+        return float(pair[1])
     raise OperationFailed(f"Prometheus {url} answered the query with a malformed value")

@@ -20,10 +20,12 @@ raises :class:`~gpuops.errors.InvalidInput` naming the file and the key
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
+from urllib.parse import SplitResult
 
 from gpuops.core.releasesteps import (
     CANARY_SUFFIX,
@@ -46,7 +48,7 @@ from gpuops.core.releasesteps import (
     step_kind,
     substitute,
 )
-from gpuops.core.urls import parse_http
+from gpuops.core.urls import parse_http, shown_url
 from gpuops.core.values import json_kind, key_shown, shown
 from gpuops.errors import InvalidInput
 
@@ -69,6 +71,7 @@ __all__ = [
     "Strategy",
     "canary_name",
     "parse_strategy",
+    "prometheus_url",
     "step_kind",
     "substitute",
 ]
@@ -136,16 +139,20 @@ class _Reader:
         value = self.doc.get(key)
         if value is None:
             return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            self.fail(key, f"must be a finite number, not {shown(value)}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+            self.fail(key, f"must be a finite number, not {shown(value, 40)}")
         return float(value)
 
     def sub(self, key: str, known: tuple[str, ...]) -> _Reader:
         return _Reader(self.source, f"{self.path}.{key}", self.doc.get(key), known)
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float or an int a float holds (``10**400`` is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _fail(source: str, where: str, problem: str) -> NoReturn:
@@ -294,10 +301,25 @@ def _analysis(r: _Reader, index: int) -> AnalysisStep:
     return AnalysisStep(name, check, interval, count, limit, inconclusive)
 
 
+def prometheus_url(url: str) -> SplitResult:
+    """``url`` as a Prometheus server's base URL (http(s), a host, no userinfo, a port that is
+    one, no query or fragment: the API's path is appended to its path), or InvalidInput."""
+    parts = parse_http(url, "prometheus url")
+    bad = f"prometheus url {shown_url(url)} is not an http(s) URL"
+    if parts.port == 0:
+        raise InvalidInput(f"{bad}: port 0 is no port")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise InvalidInput(
+            f"{bad}: a query (?) or fragment (#) would be dropped (the API's path is "
+            "appended to the url's path)"
+        )
+    return parts
+
+
 def _prometheus(r: _Reader) -> PrometheusCheck:
     url = r.text("url")
     try:
-        parse_http(url, "prometheus url")
+        parts = prometheus_url(url)
     except InvalidInput as exc:
         r.fail("url", exc.message)
     query = r.text("query", lines=True, limit=MAX_QUERY)
@@ -309,10 +331,25 @@ def _prometheus(r: _Reader) -> PrometheusCheck:
     token_env = r.text("token_env", "", limit=128) or None
     if token_env is not None and not _ENV_VAR.fullmatch(token_env):
         r.fail("token_env", f"{shown(token_env)} is not an environment variable name")
+    if token_env is not None and parts.scheme == "http" and not _loopback(parts.hostname):
+        r.fail(
+            "token_env",
+            "a bearer token over plain http:// is readable on the wire: use an https url "
+            "(plain http only to a loopback address, e.g. a port-forward)",
+        )
     ca_file = r.text("ca_file", "", limit=4096) or None
     if ca_file is not None and url.startswith("http://"):
         r.fail("ca_file", "is for an https url")
     return PrometheusCheck(url, query, lo, hi, token_env, ca_file)
+
+
+def _loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
 
 
 def _http(r: _Reader) -> HttpCheck:

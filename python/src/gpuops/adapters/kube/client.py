@@ -140,12 +140,14 @@ class KubeClient:
         what: str,
         query: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        limit: int | None = None,
     ) -> tuple[int, bytes]:
         """One call whose answer is the caller's to judge, whatever its status (a pod proxy's
         answer is the pod's): (status, body). Transport failures raise
-        :class:`~gpuops.errors.Unreachable`; ``timeout``: seconds to wait for the answer."""
+        :class:`~gpuops.errors.Unreachable`; ``timeout``: seconds for the whole answer;
+        ``limit``: at most ``limit + 1`` bytes of the body are read."""
         target = path + ("?" + urlencode(query) if query else "")
-        return self._http.request(method, target, None, "", what=what, timeout=timeout)
+        return self._http.request(method, target, None, "", what=what, timeout=timeout, limit=limit)
 
     def _check_status(self, status: int, data: bytes, what: str, path: str) -> None:
         """Raise the error an HTTP status means; nothing for 2xx (:func:`.calls.check_status`)."""

@@ -80,12 +80,17 @@ class JobEnd:
 
 
 def job_end(job: Mapping[str, Any]) -> JobEnd:
-    """The Job's end from its conditions (a Job ends with ``Complete`` or ``Failed`` True)."""
-    for c in (job.get("status") or {}).get("conditions") or ():
-        if not isinstance(c, Mapping):
-            continue
-        if c.get("type") in (COMPLETE, FAILED) and c.get("status") == "True":
-            return JobEnd(str(c["type"]), str(c.get("reason") or ""), str(c.get("message") or ""))
+    """The Job's end from its conditions (a Job ends with ``Complete`` or ``Failed`` True;
+    both, which no Job controller writes, is ``Failed``)."""
+    ends = [
+        c
+        for c in (job.get("status") or {}).get("conditions") or ()
+        if isinstance(c, Mapping)
+        and c.get("type") in (COMPLETE, FAILED)
+        and c.get("status") == "True"
+    ]
+    for c in sorted(ends, key=lambda c: c.get("type") != FAILED):
+        return JobEnd(str(c["type"]), str(c.get("reason") or ""), str(c.get("message") or ""))
     return JobEnd(None)
 
 

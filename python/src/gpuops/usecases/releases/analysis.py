@@ -8,10 +8,10 @@ error's message as the detail.
 
 - ``prometheus``: the step's query with its placeholders filled in; a vector of one sample is
   its value, of several the worst against the threshold (its series named), an empty answer
-  is inconclusive.
+  is inconclusive. No canary pod at all fails it without asking.
 - ``http``: every current canary pod through the API server's pod proxy (what a Jenkins agent
   outside the cluster network reaches); one measurement judges them all, its detail names the
-  failing pod; its value is the slowest answer's seconds.
+  failing pod; its value is the slowest answer's seconds. No canary pod at all fails it.
 - ``job``: a smoke-test Job in the new image (:mod:`.analysisjob`).
 - ``gpu``: the inspection core on the canary pods' nodes (:mod:`.analysisgpu`).
 """
@@ -28,22 +28,27 @@ from typing import Any
 
 from gpuops.adapters.kube import KubeClient, NotFound, podproxy
 from gpuops.adapters.prometheus import Prometheus, Sample
+from gpuops.core import inventory
 from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED, Measurement, Tally, judge_value
 from gpuops.core.analysis import number_text as num
+from gpuops.core.inventory import DEFAULT_PATTERN
 from gpuops.core.releasehistory import now_iso
 from gpuops.core.releasestrategy import (
     AnalysisStep,
+    Check,
     GpuCheck,
     HttpCheck,
     JobCheck,
     PrometheusCheck,
+    Strategy,
     substitute,
 )
 from gpuops.core.values import shown
-from gpuops.errors import GpuOpsError, Unreachable
+from gpuops.errors import GpuOpsError, InvalidInput, Unreachable
+from gpuops.usecases.nodes import common
 from gpuops.usecases.releases import analysisgpu, analysisjob
 
-__all__ = ["PodRef", "Say", "Target", "measure", "run"]
+__all__ = ["PodRef", "Say", "Target", "measure", "preflight", "run"]
 
 Say = Callable[[str], None]
 RANK = {PASSED: 0, INCONCLUSIVE: 1, FAILED: 2}
@@ -71,7 +76,8 @@ class Target:
     image: str
     since: float
     pods: Callable[[], list[PodRef]]
-    #: the variables ``token_env`` is read from; None: the process's environment
+    #: the variables ``token_env`` and ``GPUOPS_KNOWN_HOSTS`` are read from; None: the
+    #: process's environment
     environ: Mapping[str, str] | None = field(default=None, repr=False)
     #: what a provider keeps between the measurements of one step (a gpu step's first readings)
     memory: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -106,9 +112,19 @@ def measure(
             )
             verdict, value, detail = analysisjob.smoke(step, check, canary, attempt, sleep, renew)
         elif isinstance(check, GpuCheck):
-            nodes = [p.node for p in target.pods() if p.node]
-            verdict, value, detail = analysisgpu.inspect(
-                step, check, nodes, target.since, target.memory
+            pods = target.pods()
+            environ = os.environ if target.environ is None else target.environ
+            verdict, value, detail = (
+                analysisgpu.inspect(
+                    step,
+                    check,
+                    [p.node for p in pods if p.node],
+                    target.since,
+                    target.memory,
+                    environ,
+                )
+                if pods
+                else (FAILED, None, "no canary pod to inspect")
             )
         else:  # pragma: no cover - the types above are all there are
             raise TypeError(type(check).__name__)
@@ -151,8 +167,47 @@ def run(
     return tally
 
 
+def preflight(
+    strategy: Strategy, source: str, environment: str, environ: Mapping[str, str] | None = None
+) -> None:
+    """What the strategy's analyses need that can be checked before anything changes: a
+    Prometheus' token variable set, its CA file usable, a gpu analysis' inventory readable
+    with valid node names. :class:`~gpuops.errors.InvalidInput` naming the step (exit 2,
+    nothing changed); ``source``/``environment`` name the file and the environment."""
+    env = os.environ if environ is None else environ
+    for i, step in enumerate(strategy.steps):
+        if not isinstance(step, AnalysisStep):
+            continue
+        where = f"{source}: environments.{environment}.strategy.steps[{i}].analysis"
+        try:
+            _preflight(step.check, env)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"{where}.{step.kind}: {exc.message}",
+                hint=exc.hint or f"fix it in {source}",
+                field="config",
+            ) from None
+
+
+def _preflight(check: Check, env: Mapping[str, str]) -> None:
+    if isinstance(check, PrometheusCheck):
+        token = None
+        if check.token_env is not None:
+            token = env.get(check.token_env) or None
+            if token is None:
+                raise InvalidInput(
+                    f"token_env names {check.token_env}, which is not set or empty",
+                    hint=f"set {check.token_env} (withCredentials string) or drop token_env",
+                )
+        Prometheus(check.url, token, check.ca_file)
+    elif isinstance(check, GpuCheck):
+        inventory.check_node_names(common.load(check.inventory, None, DEFAULT_PATTERN))
+
+
 # -- prometheus ------------------------------------------------------------------------------
 def _prometheus(check: PrometheusCheck, target: Target) -> Judged:
+    if not target.pods():  # ``... or vector(0)`` would answer 0 for a canary that is not there
+        return FAILED, None, "no canary pod to measure"
     token = None
     if check.token_env is not None:
         environ = os.environ if target.environ is None else target.environ
@@ -214,8 +269,8 @@ def _series(labels: Mapping[str, str]) -> str:
 # -- http ------------------------------------------------------------------------------------
 def _http(check: HttpCheck, target: Target) -> Judged:
     pods = target.pods()
-    if not pods:
-        return INCONCLUSIVE, None, "no canary pod to ask"
+    if not pods:  # no canary to judge is not a source that did not answer
+        return FAILED, None, "no canary pod to ask"
     latency = (check.max_latency_ms or 0) / 1000
     timeout = min(60.0, max(5.0, 2 * latency))
     results: list[tuple[str, float | None, str]] = []

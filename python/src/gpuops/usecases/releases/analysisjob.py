@@ -23,7 +23,7 @@ from typing import Any
 from gpuops.adapters.kube import Conflict, KubeClient
 from gpuops.adapters.kube import apps as kubeapps
 from gpuops.adapters.kube import jobs as kubejobs
-from gpuops.core.analysis import FAILED, INCONCLUSIVE, PASSED
+from gpuops.core.analysis import FAILED, PASSED
 from gpuops.core.releasestrategy import AnalysisStep, JobCheck
 from gpuops.core.values import shown
 from gpuops.errors import GpuOpsError, OperationFailed
@@ -139,13 +139,18 @@ def smoke(
         while True:
             job = kubejobs.get_job(kube, ns, name)
             if job is None or (job.get("metadata") or {}).get("uid") != uid:
-                return INCONCLUSIVE, None, f"Job {name} was deleted by someone else before it ended"
+                # no evidence the smoke test passed: failed, whatever ``inconclusive`` says
+                return (
+                    FAILED,
+                    None,
+                    f"Job {name} was deleted or replaced by someone else before it ended",
+                )
             end = kubejobs.job_end(job)
             if end.state is not None:
                 break
             if clock() > deadline:
                 return (
-                    INCONCLUSIVE,
+                    FAILED,
                     None,
                     f"Job {name} did not end within {check.timeout_s + GRACE_S} s "
                     "(activeDeadlineSeconds not enforced: is the Job controller running?)",
@@ -191,20 +196,41 @@ def _result(
     target: Canary, name: str, job: Any, end: kubejobs.JobEnd
 ) -> tuple[str, float | None, str]:
     pods = kubejobs.job_pods(target.kube, job)
-    exit_ = kubejobs.pod_exit(pods[-1]) if pods else None
-    code = exit_.exit_code if exit_ is not None else None
-    pod = ""
-    if exit_ is not None:
-        why = f" ({exit_.reason})" if exit_.reason else ""
-        ended = (
-            f"exited {code}" if code is not None else f"ended {exit_.phase or 'without a status'}"
-        )
-        pod = f": pod {exit_.pod} {ended}{why}"
+    return judge_end(name, end, [kubejobs.pod_exit(p) for p in pods])
+
+
+def judge_end(
+    name: str, end: kubejobs.JobEnd, exits: list[kubejobs.PodExit]
+) -> tuple[str, float | None, str]:
+    """The smoke test's verdict from the Job's end and its pods' exits (oldest first):
+    passed only when the Job completed and it has pods, every one of which exited 0. A Job
+    that says ``Complete`` without that (no pod, a pod without an exit, a non-zero exit: a
+    status someone wrote, a Job of ``completions: 0``) is no evidence the test ran: failed."""
+    last = exits[-1] if exits else None
+    code = last.exit_code if last is not None else None
+    value = None if code is None else float(code)
     if end.state == kubejobs.COMPLETE:
-        return PASSED, None if code is None else float(code), f"Job {name} completed{pod}"
+        if not exits:
+            return FAILED, None, f"Job {name} says Complete but no pod of it reported an exit"
+        bad = next((e for e in exits if e.exit_code != 0), None)
+        if bad is not None:
+            what = "reported no exit" if bad.exit_code is None else f"exited {bad.exit_code}"
+            worst = None if bad.exit_code is None else float(bad.exit_code)
+            return FAILED, worst, f"Job {name} says Complete but pod {bad.pod} {what}"
+        return PASSED, value, f"Job {name} completed{_pod_line(last)}"
     reason = f" ({end.reason})" if end.reason else ""
+    pod = _pod_line(last)
     message = f" {shown(end.message, 160)}" if end.message and not pod else ""
-    return FAILED, None if code is None else float(code), f"Job {name} failed{reason}{pod}{message}"
+    return FAILED, value, f"Job {name} failed{reason}{pod}{message}"
+
+
+def _pod_line(exit_: kubejobs.PodExit | None) -> str:
+    if exit_ is None:
+        return ""
+    code = exit_.exit_code
+    why = f" ({exit_.reason})" if exit_.reason else ""
+    ended = f"exited {code}" if code is not None else f"ended {exit_.phase or 'without a status'}"
+    return f": pod {exit_.pod} {ended}{why}"
 
 
 def _delete(target: Canary, name: str, uid: str) -> None:
