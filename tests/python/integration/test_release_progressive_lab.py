@@ -619,6 +619,14 @@ def test_an_approval_step_ends_the_cli_run_paused_and_resume_reject_restores(
     was = t.image()
     ask = {"environment": "staging", "requested_by": ["alice"]}
 
+    code, doc, stderr = gpuops(t, tmp_path, "promote", {**ask, "tag": "1.1.0", "dry_run": True})
+    assert code == 0, stderr
+    plan = doc["result"]
+    assert plan["state"] == "planned" and plan["strategy"]["mode"] == "surge"
+    assert plan["strategy"]["canary"] == "infer-canary"
+    assert [g["gate"] for g in plan["gates"]] == ["image", "compat", "headroom", "canary"]
+    assert canary(t) is None and not t.history("staging"), "a dry run changes nothing"
+
     code, doc, stderr = gpuops(t, tmp_path, "promote", {**ask, "tag": "1.1.0"})
 
     assert code == 0, stderr
@@ -654,3 +662,17 @@ def test_an_approval_step_ends_the_cli_run_paused_and_resume_reject_restores(
     assert steps_of(record) == [("replicas", "passed"), ("approval", "failed")]
     code, doc, _ = gpuops(t, tmp_path, "resume", {**ask, "approved_by": "bob"})
     assert code == 3 and "no release of staging waits" in doc["error"]["message"], doc
+
+    # a release waiting on its approval is restored by the next release of the environment
+    code, doc, stderr = gpuops(t, tmp_path, "promote", {**ask, "tag": "1.2.0"})
+    assert code == 0 and doc["result"]["state"] == "paused", stderr
+    code, doc, stderr = gpuops(t, tmp_path, "promote", {**ask, "tag": "1.3.0"})
+    assert code == 0 and doc["result"]["state"] == "paused", stderr
+    assert doc["result"]["reconciled"] == [{"release": 2, "was": "pending", "now": "aborted"}]
+    records = {r["number"]: r for r in t.history("staging")}
+    assert "waited on its approval (step 2)" in records[2]["note"], records[2]
+    assert "removed the canary" in records[2]["note"] and "paused" not in records[2]
+    c = canary(t)
+    assert c is not None and c.metadata.annotations["gpuops.io/release"] == "3"
+    assert c.spec.template.spec.containers[0].image == progressive_images.ref("1.3.0")
+    assert t.image() == was
