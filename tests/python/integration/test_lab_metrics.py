@@ -130,6 +130,27 @@ def test_prometheus_and_the_pod_proxy_see_what_each_image_variant_does(
             assert took >= 1.5, f"the slow pod answered in {took:.2f}s"
     status, _ = metrics_lab.proxy_get(namespace, "web-stable", "/nothing-here")
     assert status == 404
+    # through a Service too: the API server's service proxy picks one of its endpoints (the
+    # endpoint controllers' real EndpointSlices, the pods' IPs)
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": APP_PORT}]},
+    }
+    core.create_namespaced_service(namespace, svc)
+
+    def via_service() -> str | None:
+        try:
+            resp = core.connect_get_namespaced_service_proxy_with_path(
+                "web:80", namespace, "healthz", _preload_content=False
+            )
+        except client.ApiException:
+            return None  # no endpoints yet
+        return str(resp.data.decode())
+
+    answer = wait_until(via_service, "an answer through Service web")
+    assert any(answer == f'{{"status": "ok", "version": "{tag}"}}' for tag, _ in PODS.values())
 
 
 def test_a_deleted_pod_is_no_longer_played(metrics_lab: MetricsLab, namespace: str) -> None:
