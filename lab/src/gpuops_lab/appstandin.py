@@ -31,6 +31,7 @@ import ipaddress
 import json
 import logging
 import signal
+import socket
 import ssl
 import sys
 import threading
@@ -43,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from gpuops_lab import kwokstages, labapp
+from gpuops_lab import labapp
 
 log = logging.getLogger("gpuops_lab.appstandin")
 
@@ -73,8 +74,7 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(srv, PodServer):
             app = srv.app
             if path == "/healthz":
-                if app.behaviour == kwokstages.SLOW:
-                    time.sleep(labapp.latency(0, app.latency_s))
+                time.sleep(app.latency_s)  # ~20 ms, ~2 s for a slow variant
                 body = json.dumps(app.healthz()).encode()
                 self._send(200, body, "application/json")
             elif path == "/metrics":
@@ -95,12 +95,53 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class PodServer(ThreadingHTTPServer):
+    """One pod's container: gone with its connections when the pod goes (:meth:`retire`),
+    as a container's are. The API server's proxy keeps connections alive, and kwok hands a
+    deleted pod's IP to the next pod: a kept connection must never reach the old one."""
+
     daemon_threads = True
 
     def __init__(self, standin: StandIn, app: labapp.PodApp) -> None:
         self.standin = standin
         self.app = app
+        self.conns: set[socket.socket] = set()
+        self.conns_lock = threading.Lock()
+        self.cut_off = False
         super().__init__((app.ip, labapp.PORT), Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.conns_lock:
+            refused = self.cut_off  # the container is gone: nothing answers any more
+            if not refused:
+                self.conns.add(request)
+        if refused:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.conns_lock:
+            self.conns.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a connection cut by cut(), or a client that went away: not worth a traceback
+        log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+
+    def cut(self) -> None:
+        """Cut every open connection and answer no new one (at once: the pod is gone)."""
+        with self.conns_lock:
+            self.cut_off = True
+            conns = list(self.conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def retire(self) -> None:
+        """:meth:`cut`, then stop listening (which waits for the accept loop: ~0.5 s)."""
+        self.cut()
+        self.shutdown()
+        self.server_close()
 
 
 class ExporterServer(ThreadingHTTPServer):
@@ -165,12 +206,14 @@ class StandIn:
         with self.lock:
             gone = [u for u, a in self.apps.items() if wanted.get(u) != a]
             stopped = [self.servers.pop(u) for u in gone if u in self.servers]
+        for server in stopped:  # a gone pod answers nothing from now on, kept connections too
+            server.cut()
+        with self.lock:
             for uid in gone:
                 self.apps.pop(uid, None)
                 self.traffic.pop(uid, None)
-        for server in stopped:  # outside the lock: a request in flight may need it
-            server.shutdown()
-            server.server_close()
+        for server in stopped:  # outside the lock: stopping the accept loop takes ~0.5 s
+            server.retire()
         unbound = 0
         for uid, app in wanted.items():
             if uid in self.servers:
@@ -209,8 +252,7 @@ class StandIn:
             servers = list(self.servers.values())
             self.servers.clear()
         for server in servers:
-            server.shutdown()
-            server.server_close()
+            server.retire()
 
 
 def _key(app: labapp.PodApp) -> tuple[str, str]:

@@ -48,6 +48,7 @@ lab's stages file from the one ``scripts/build-kube.sh`` took from the kwok modu
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -358,7 +359,7 @@ def stages(kwok_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``pod-complete`` leaving a smoke-failing Job's pods alone, plus :func:`ready_again_stage`,
     :func:`fault_stages` and :func:`job_stages` (each pod matches one stage at most: kwok picks
     at random among several)."""
-    docs = [dict(d) for d in kwok_stages]
+    docs = copy.deepcopy(kwok_stages)  # the caller's documents stay as they were
     for doc in docs:
         exprs = doc["spec"]["selector"]["matchExpressions"]
         if doc["metadata"]["name"] == "pod-ready":

@@ -16,9 +16,11 @@ the lab scrapes one stand-in exporter every second so that tests see a rate with
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,17 @@ def _ready(url: str) -> bool:
     return proc.http_ok(f"{url}/-/ready")
 
 
+def _scraping(url: str, jobs: int) -> bool:
+    """Whether every target has been scraped (and answered) once: Prometheus hands its
+    scrape loops their targets up to 5 s after it is ready (discovery's update throttle)."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=2) as resp:  # noqa: S310
+            targets = json.loads(resp.read())["data"]["activeTargets"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return len(targets) == jobs and all(t.get("health") == "up" for t in targets)
+
+
 def up(lab: Lab) -> dict[str, Any]:
     binary = shutil.which(BINARY)
     if binary is None:
@@ -95,15 +108,26 @@ def up(lab: Lab) -> dict[str, Any]:
     ]
     started = time.monotonic()
     pid = proc.spawn(PROC, argv, lab.dir, cwd=base)
+    log_file = lab.dir / "logs" / f"{PROC}.log"
     proc.wait_for(
         lambda: _ready(url),
         "prometheus /-/ready",
         timeout=START_TIMEOUT_S,
         pid=pid,
-        log_file=lab.dir / "logs" / f"{PROC}.log",
+        log_file=log_file,
     )
     ready_s = round(time.monotonic() - started, 3)
-    log.info("prometheus ready on %s in %.2fs", url, ready_s)
+    jobs = len(config(port, apps_port)["scrape_configs"])
+    proc.wait_for(
+        lambda: _scraping(url, jobs),
+        "prometheus scraping its targets",
+        timeout=START_TIMEOUT_S,
+        interval=0.2,
+        pid=pid,
+        log_file=log_file,
+    )
+    scraping_s = round(time.monotonic() - started, 3)
+    log.info("prometheus ready on %s in %.2fs, scraping in %.2fs", url, ready_s, scraping_s)
     scraped = "the app stand-in" if apps_port is not None else "itself only (no apps component)"
     return {
         "url": url,
@@ -113,6 +137,7 @@ def up(lab: Lab) -> dict[str, Any]:
         "scrape_interval": SCRAPE_INTERVAL,
         "apps_target": f"127.0.0.1:{apps_port}" if apps_port is not None else None,
         "ready_s": ready_s,
+        "scraping_s": scraping_s,
         "summary": f"{url} (Prometheus, scrape every {SCRAPE_INTERVAL}: {scraped})",
     }
 

@@ -11,6 +11,7 @@ Job controller and the scheduler are the real ones.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import time
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from integration.conftest_kube import KubeLab, wait_until
-from integration.conftest_metrics import MetricsLab, lab_tag
+from integration.conftest_metrics import APP_PORT, MetricsLab, lab_tag
 from kubernetes import client
 
 pytestmark = pytest.mark.timeout(300)
@@ -129,20 +130,50 @@ def test_prometheus_and_the_pod_proxy_see_what_each_image_variant_does(
             assert took >= 1.5, f"the slow pod answered in {took:.2f}s"
     status, _ = metrics_lab.proxy_get(namespace, "web-stable", "/nothing-here")
     assert status == 404
+    # through a Service too: the API server's service proxy picks one of its endpoints (the
+    # endpoint controllers' real EndpointSlices, the pods' IPs)
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": APP_PORT}]},
+    }
+    core.create_namespaced_service(namespace, svc)
+
+    def via_service() -> str | None:
+        try:
+            resp = core.connect_get_namespaced_service_proxy_with_path(
+                "web:80", namespace, "healthz", _preload_content=False
+            )
+        except client.ApiException:
+            return None  # no endpoints yet
+        return str(resp.data.decode())
+
+    answer = wait_until(via_service, "an answer through Service web")
+    assert any(answer == f'{{"status": "ok", "version": "{tag}"}}' for tag, _ in PODS.values())
 
 
 def test_a_deleted_pod_is_no_longer_played(metrics_lab: MetricsLab, namespace: str) -> None:
+    """A deleted pod's container is gone with its connections: a keep-alive connection the
+    API server's proxy holds to its IP must not reach it (kwok hands the IP out again)."""
     core = metrics_lab.kube.core
     core.create_namespaced_pod(
         namespace, app_pod("gone", lab_tag("1.0.0"), metrics_lab.app_labels("web"))
     )
-    metrics_lab.wait_playing(namespace, ["gone"])
+    (played,) = metrics_lab.wait_playing(namespace, ["gone"])
     assert metrics_lab.proxy_get(namespace, "gone")[0] == 200
+    kept = http.client.HTTPConnection(played["ip"], APP_PORT, timeout=5)
+    kept.request("GET", "/healthz")
+    assert kept.getresponse().read() == b'{"status": "ok", "version": "1.0.0"}'
     core.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
     wait_until(
         lambda: not [p for p in metrics_lab.playing() if p["namespace"] == namespace],
         "the stand-in stops playing the deleted pod",
     )
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        kept.request("GET", "/healthz")
+        kept.getresponse().read()
+    kept.close()
 
 
 def smoke_job(name: str, tag: str, restart_policy: str = "Never", backoff: int = 0) -> Any:
