@@ -118,6 +118,11 @@ ENVIRONMENTS: dict[str, Env] = {
     "release rollback": Env(needs="release", exits=frozenset({0, 2, 3}), creates=True),
     "release history": Env(needs="release", exits=frozenset({0, 2})),
     "release status": Env(needs="release", exits=frozenset({0, 2})),
+    # in the environment with a strategy, where no release waits on its approval step: 2 (bad
+    # input) or 3 (four eyes; nothing waits); nothing is changed
+    "release resume": Env(
+        needs="release", exits=frozenset({2, 3}), fixed={"environment": "canary"}
+    ),
     # reads a release history result (history.json in the scratch folder) and writes a page
     "report releases": Env(needs="release", exits=frozenset({0, 2})),
     # no Jenkins can run here (see test_jenkins_apply.py): every URL is unreachable (exit 4)
@@ -224,6 +229,11 @@ FIRST: dict[str, dict[str, Any]] = {
     "report node-history": {"input_path": f"{TMP}/node-history.json", "out": f"{TMP}/page"},
     "release promote": {"tag": "2"},
     "release rollback": {"previous": True},
+    "release resume": {
+        "environment": "canary",
+        "approved_by": "release-manager",
+        "requested_by": ["ci@example.com"],
+    },
     "report releases": {"input_path": f"{TMP}/history.json", "out": f"{TMP}/page"},
 }
 
@@ -371,6 +381,10 @@ def _flags(path: str, params: dict[str, Any]) -> list[str]:
         if option["type"] == "boolean" and option["json"] == ["boolean"]:
             if value is True:
                 argv.append(option["flag"])
+            continue
+        if option.get("multiple") and isinstance(value, list):  # --requested-by a --requested-by b
+            for item in value:
+                argv += [option["flag"], item if isinstance(item, str) else json.dumps(item)]
             continue
         argv += [option["flag"], value if isinstance(value, str) else json.dumps(value)]
     return argv
@@ -524,6 +538,16 @@ def release_file(registry: str, namespace: str) -> str:
             "environments": {
                 "fuzz": common,
                 "production": {**common, "approval": {"approvers": ["release-managers"]}},
+                # only release resume's examples name it (a promote there would make a canary)
+                "canary": {
+                    **common,
+                    "strategy": {
+                        "steps": [
+                            {"replicas": 1},
+                            {"approval": {"approvers": ["release-managers"]}},
+                        ]
+                    },
+                },
             },
         }
     )  # JSON is YAML

@@ -251,6 +251,16 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _local_routes() -> list[str]:
+    out = subprocess.run(
+        ["ip", "-j", "-4", "route", "show", "table", "local"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [str(r.get("dst")) for r in json.loads(out)]
+
+
 def test_down_leaves_no_process_listener_or_file(tmp_path: Path) -> None:
     lab = Lab(LabConfig(dir=tmp_path / "lab", hosts=1))
     try:
@@ -262,11 +272,16 @@ def test_down_leaves_no_process_listener_or_file(tmp_path: Path) -> None:
         assert all(proc.alive(p) for p in pids)
         assert _listening(facts["ports"]["apiserver"])
         assert lab.status()["components"]["kube"]["healthy"]
+        podnet = facts["pod_network"]  # kwok's pod IPs: a real local network of the lab's
+        assert Path(f"/sys/class/net/{podnet['interface']}").exists()
+        assert podnet["cidr"] in _local_routes()
     finally:
         down_kube_only(lab)
     assert not any(proc.alive(p) for p in pids)
     assert not any(_listening(p) for p in ports)
     assert not (tmp_path / "lab").exists()
+    assert not Path(f"/sys/class/net/{podnet['interface']}").exists()
+    assert podnet["cidr"] not in _local_routes()
     # nothing anywhere still runs from the lab's dir
     leftovers = []
     for entry in Path("/proc").iterdir():

@@ -183,3 +183,40 @@ def test_a_document_of_another_command_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 2
     assert "not a 'gpuops release history' result" in doc["error"]["message"]
+
+
+def test_a_progressive_release_shows_its_steps_and_measurements(tmp_path: Path) -> None:
+    """Issue 20: each step of a release's strategy, its state, why it stopped and an
+    analysis' measured values, in the page as in the record (hostile text stays text)."""
+    steps = [
+        {"index": 0, "kind": "replicas", "state": "passed", "replicas": 1, "mode": "surge",
+         "started": "t0", "finished": "t1", "detail": "the canary runs 1 pod(s) beside the stable"},
+        {"index": 1, "kind": "analysis", "state": "failed", "name": "error-rate",
+         "provider": "prometheus", "started": "t1", "finished": "t2",
+         "detail": "error-rate: failed: 2 failed measurement(s) " + HOSTILE[1],
+         "measurements": [
+             {"at": "t1", "verdict": "failed", "value": 0.3, "detail": HOSTILE[0]},
+             {"at": "t2", "verdict": "failed", "value": 0.31, "detail": "{code!=200}"},
+         ]},
+    ]  # fmt: skip
+    result = {
+        "environment": "production",
+        "namespace": "ai",
+        "current": 1,
+        "rollback_choices": ["42"],
+        "releases": [
+            {"number": 2, "action": "promote", "status": "failed", "tag": "43",
+             "started": "t0", "rolled_back_to": 1, "steps": steps,
+             "failure": {"kind": "analysis", "message": "analysis error-rate failed", "step": 1}},
+            {"number": 1, "action": "promote", "status": "succeeded", "tag": "42",
+             "started": "t0"},
+        ],
+    }  # fmt: skip
+    page.write(result, tmp_path)
+    seen = open_page(tmp_path, "releases.html", "releases-steps")
+    seen.assert_clean()
+    assert seen.data["step-state"] == ["passed", "failed"]
+    assert seen.data["step-detail"][1].endswith(HOSTILE[1])
+    assert seen.data["measurement"] == ["0.3 failed", "0.31 failed"]
+    html = (tmp_path / "releases.html").read_text()
+    assert "<script>" not in html and "<img src=x" not in html

@@ -69,8 +69,8 @@ def shown(value: Any, limit: int = 60) -> str:
         value = without_userinfo(value)
         text = repr(value if len(value) <= limit else value[:limit])
     else:
-        try:
-            text = json.dumps(value, separators=(",", ":"), default=str)
+        try:  # a URL inside a list or mapping loses its userinfo too
+            text = without_userinfo(json.dumps(value, separators=(",", ":"), default=str))
         except (ValueError, TypeError, RecursionError):
             text = f"a JSON {json_kind(value)}"
     return text if len(text) <= limit else text[: limit - 3] + "..."

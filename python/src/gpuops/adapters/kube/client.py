@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from gpuops.adapters.kube import ahead as calls_ahead
 from gpuops.adapters.kube import calls, pager
@@ -169,6 +169,23 @@ class KubeClient:
             self._http, self.server, method, path, query, _body(body), content_type, what=what
         )
         return calls.parse_json(self.server, data, what) if data.strip() else {}
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        limit: int | None = None,
+    ) -> tuple[int, bytes]:
+        """One call whose answer is the caller's to judge, whatever its status (a pod proxy's
+        answer is the pod's): (status, body). Transport failures raise
+        :class:`~gpuops.errors.Unreachable`; ``timeout``: seconds for the whole answer;
+        ``limit``: at most ``limit + 1`` bytes of the body are read."""
+        target = path + ("?" + urlencode(query) if query else "")
+        return self._http.request(method, target, None, "", what=what, timeout=timeout, limit=limit)
 
     def _check_status(self, status: int, data: bytes, what: str, path: str) -> None:
         """Raise the error an HTTP status means; nothing for 2xx (:func:`.calls.check_status`)."""

@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
+from gpuops.adapters.deadline import Deadline, shutdown
 from gpuops.adapters.kube.ahead import Answer, take_answer
 from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
@@ -117,25 +118,39 @@ class Transport:
         content_type: str = "application/json",
         *,
         what: str,
+        timeout: float | None = None,
+        limit: int | None = None,
     ) -> tuple[int, bytes]:
         """Send ``method target`` (a path with its query); (status, body). Transport failures
-        (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
+        (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``.
+        ``timeout``: seconds for the whole answer, headers and body (a :class:`Deadline`: a
+        server trickling its answer is cut off); None: :data:`READ_TIMEOUT_S` for each read.
+        ``limit``: read at most ``limit + 1`` bytes of the body (more than ``limit`` tells
+        the caller the answer was longer; the connection is then closed, not reused)."""
         headers = self.headers(body, content_type)
+        want = -1 if limit is None else limit + 1
         if method == "GET" and (ahead := self._fetched_ahead(target, headers)) is not None:
             return ahead.status, bytes(ahead.body)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
-                method, self._prefix + target, body, headers, what
+                method, self._prefix + target, body, headers, what, timeout, want
             )
             return status, data
-        with self._errors(what):
-            conn, resp = self._send(method, self._prefix + target, body, headers)
+        deadline = Deadline(timeout) if timeout is not None else None
+        with deadline or contextlib.nullcontext(), self._errors(what, deadline):
+            conn, resp = self._send(method, self._prefix + target, body, headers, timeout, deadline)
             try:
-                data = resp.read()
+                data = resp.read(want) if want >= 0 else resp.read()
             except BaseException:
                 conn.close()
                 raise
-        self._done(conn, resp)
+            if deadline is not None and deadline.expired:  # an answer without a length, cut
+                conn.close()
+                raise TimeoutError
+        if limit is not None and len(data) > limit:
+            conn.close()  # the rest of the body is unread: the connection cannot serve again
+        else:
+            self._done(conn, resp)
         return resp.status, data
 
     @contextlib.contextmanager
@@ -194,36 +209,52 @@ class Transport:
         return headers
 
     @contextlib.contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """Transport failures as :class:`Unreachable`, in our words."""
+    def _errors(self, what: str, deadline: Deadline | None = None) -> Iterator[None]:
+        """Transport failures as :class:`Unreachable`, in our words (any failure once
+        ``deadline`` expired is its timeout: the socket was shut down under the read)."""
         try:
             yield
-        except ssl.SSLError as exc:  # before OSError: SSLError is one
-            raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.server}: the TLS handshake failed "
-                f"({type(exc).__name__})",
-                hint="check the kubeconfig's server and certificate authority",
-            ) from None
         except (OSError, http.client.HTTPException) as exc:
+            if deadline is not None and deadline.expired:
+                raise Unreachable(
+                    f"cannot reach the Kubernetes API at {self.server} ({what}): TimeoutError "
+                    f"(no whole answer within {deadline.seconds:g} s)",
+                    hint="is the cluster up? check the kubeconfig's server address",
+                ) from None
+            if isinstance(exc, ssl.SSLError):  # before OSError: SSLError is one
+                raise Unreachable(
+                    f"cannot reach the Kubernetes API at {self.server}: the TLS handshake "
+                    f"failed ({type(exc).__name__})",
+                    hint="check the kubeconfig's server and certificate authority",
+                ) from None
             raise Unreachable(
                 f"cannot reach the Kubernetes API at {self.server} ({what}): {type(exc).__name__}",
                 hint="is the cluster up? check the kubeconfig's server address",
             ) from None
 
     def _send(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float | None = None,
+        deadline: Deadline | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """The connection and the response, its body still to be read."""
+        """The connection and the response, its body still to be read (``deadline``, when
+        given, shuts the connection in use down when it passes)."""
         conn, reused = self._checkout()
         try:
             try:
+                _read_timeout(conn, timeout, deadline)
                 conn.request(method, target, body, dict(headers))
                 return conn, conn.getresponse()
             except _STALE:
-                if not reused:
+                if not reused or (deadline is not None and deadline.expired):
                     raise
                 conn.close()  # the server closed an idle keep-alive connection: once more
                 conn = self._new()
+                _read_timeout(conn, timeout, deadline)
                 conn.request(method, target, body, dict(headers))
                 return conn, conn.getresponse()
         except BaseException:
@@ -235,6 +266,7 @@ class Transport:
         if resp.will_close:
             conn.close()
         else:
+            _read_timeout(conn, None)  # back to the default for the next request
             with self._lock:
                 self._idle.append(conn)
 
@@ -273,24 +305,55 @@ class Transport:
         body: bytes | None,
         headers: Mapping[str, str],
         what: str,
+        timeout: float | None = None,
+        want: int = -1,
     ) -> tuple[int, str, bytes]:
+        """Through the kubeconfig's proxy (urllib3). ``timeout`` bounds each read and, once
+        the headers are in, the whole body; ``want``: bytes of the body to read at most (-1:
+        all of it)."""
         import urllib3  # noqa: PLC0415 - only for kubeconfigs that name a proxy
 
+        url = f"{'https' if self._tls else 'http'}://{self._host}:{self._port}{target}"
         try:
             resp = self._proxy.request(
                 method,
-                f"{'https' if self._tls else 'http'}://{self._host}:{self._port}{target}",
+                url,
                 body=body,
                 headers=dict(headers),
-                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S),
+                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout or READ_TIMEOUT_S),
+                preload_content=False,
             )
-        except urllib3.exceptions.HTTPError as exc:
+            try:
+                deadline = Deadline(timeout) if timeout is not None else None
+                with deadline or contextlib.nullcontext():
+                    if deadline is not None:
+                        deadline.watch(resp.shutdown)
+                    data = resp.read(want if want >= 0 else None)
+                if deadline is not None and deadline.expired:
+                    raise urllib3.exceptions.ReadTimeoutError(self._proxy, url, "deadline")
+            finally:
+                if want < 0:
+                    resp.release_conn()
+                else:
+                    resp.close()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Unreachable(
                 f"cannot reach the Kubernetes API at {self.server} through its proxy "
                 f"({what}): {type(exc).__name__}",
                 hint="is the cluster up? check the kubeconfig's server and proxy-url",
             ) from None
-        return int(resp.status), media_type(resp.headers.get("Content-Type")), bytes(resp.data)
+        return int(resp.status), media_type(resp.headers.get("Content-Type")), bytes(data)
+
+
+def _read_timeout(
+    conn: http.client.HTTPConnection, timeout: float | None, deadline: Deadline | None = None
+) -> None:
+    """Wait ``timeout`` seconds (None: :data:`READ_TIMEOUT_S`) for each read on ``conn``, and
+    shut it down when ``deadline`` passes."""
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout or READ_TIMEOUT_S)
+    if deadline is not None:
+        deadline.watch(shutdown(conn.sock))
 
 
 def media_type(content_type: str | None) -> str:

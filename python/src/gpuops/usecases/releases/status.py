@@ -114,14 +114,30 @@ def _open(records: list[Release], live: list[steps.Live], locked: bool) -> dict[
     pending = [r for r in records if r.status == hist.PENDING]
     if not pending:
         return {}
+    waiting = {
+        r.number: f"waits on its approval step {int(r.paused.get('step', -1)) + 1} "
+        f"({', '.join(str(a) for a in r.paused.get('approvers') or [])}): 'gpuops release "
+        "resume' goes on, --reject restores the previous release"
+        for r in pending
+        if r.paused is not None
+    }
+    pending = [r for r in pending if r.paused is None]
+    if not pending:
+        return waiting
     if locked:
-        return {r.number: "in progress (its release holds the lock)" for r in pending}
+        return {
+            **waiting,
+            **{r.number: "in progress (its release holds the lock)" for r in pending},
+        }
     complete = all(deploywatch.is_complete(kubeapps.deployment_state(x.obj)) for x in live)
     fixed = hist.reconcile(pending, live[0].release, live[0].rolled_back, complete, hist.now_iso())
     return {
-        f.record.number: f"left open by an interrupted run; the cluster says {f.record.status}: "
-        f"{f.record.note}"
-        for f in fixed
+        **waiting,
+        **{
+            f.record.number: f"left open by an interrupted run; the cluster says "
+            f"{f.record.status}: {f.record.note}"
+            for f in fixed
+        },
     }
 
 
