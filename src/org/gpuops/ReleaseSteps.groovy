@@ -203,7 +203,7 @@ class ReleaseSteps implements Serializable {
     /** One line of at most `limit` characters: control characters become spaces. */
     @NonCPS
     static String clean(Object text, int limit) {
-        String line = (text == null ? '' : text.toString()).replaceAll(/[\p{Cntrl}]+/, ' ').trim()
+        String line = (text == null ? '' : text.toString()).replaceAll('\\p{Cntrl}+', ' ').trim()
         return line.length() > limit ? line.substring(0, limit - 3) + '...' : line
     }
 
