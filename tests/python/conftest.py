@@ -12,6 +12,7 @@ pytest_plugins = [
     "integration.conftest_registry",
     "integration.conftest_agent",
     "integration.conftest_kube",
+    "integration.conftest_metrics",
     "integration.conftest_nodes",
     "integration.conftest_release",
 ]

@@ -33,8 +33,9 @@ from gpuops_lab.spec import DEFAULT_HOSTS, GpuHost, default_fleet
 
 log = logging.getLogger(__name__)
 
-#: Components in start order; ``down`` walks them backwards.
-COMPONENTS: tuple[str, ...] = ("registry", "builder", "fleet", "kube")
+#: Components in start order; ``down`` walks them backwards. ``apps`` (the app stand-in)
+#: needs ``kube``; ``prometheus`` scrapes ``apps`` when it runs.
+COMPONENTS: tuple[str, ...] = ("registry", "builder", "fleet", "kube", "apps", "prometheus")
 
 
 #: The file ``up`` writes into the directory it creates: what makes a directory a lab.
@@ -280,6 +281,16 @@ class Lab:
             timings[name] = round(time.monotonic() - started, 3)
             self._record(name, facts)
         return {"dir": str(self.dir), "started_s": timings, **self.status()}
+
+    def stop(self, components: Iterable[str]) -> list[str]:
+        """Stop the named components (in reverse start order) and forget their facts; the
+        others and the lab directory stay. The names stopped."""
+        names = parse_components(list(components))
+        self._require_lab()
+        for name in reversed(names):
+            _component(name).down(self)
+            self._record(name, None)
+        return list(reversed(names))
 
     def down(self) -> dict[str, Any]:
         """Stop everything this lab made and remove its directory. Safe to repeat; a

@@ -1,4 +1,4 @@
-"""kwok's pod lifecycle in the lab, plus three staged container faults for marked images.
+"""kwok's pod lifecycle in the lab, plus staged container faults and Job exits for marked images.
 
 kwok plays the kubelet: it never pulls an image or runs a container, so on its own every pod
 it schedules becomes Running and Ready. Scheduling is real (kube-scheduler); what happens on
@@ -15,6 +15,24 @@ image tag contains                 the pod shows (as kubelet 1.36 would)
 ``-labfault-crashloop``            Running, not Ready; ``CrashLoopBackOff``, restarts, last exit 1
 ``-labfault-notready``             Running, containers started, never Ready (a failing probe)
 =================================  ================================================================
+
+Pods of a Job (an owner reference of kind Job) end as a kubelet reports a container's exit:
+
+=================================  ================================================================
+image tag contains                 the Job's pod shows (as kubelet 1.36 would)
+=================================  ================================================================
+``-labfault-smokefail``            ``restartPolicy: Never``: ``Failed``, container terminated with
+                                   exit code 1, reason ``Error``, Ready/ContainersReady False
+                                   (``PodFailed``); ``OnFailure``: Running, not Ready,
+                                   ``CrashLoopBackOff``, 3 restarts, last exit 1 (the Job fails
+                                   once restarts reach its ``backoffLimit``)
+anything else                      ``Succeeded``, exit code 0, reason ``Completed`` (kwok's own
+                                   ``pod-complete`` stage, unchanged)
+=================================  ================================================================
+
+The tags ``-labfault-errors``, ``-labfault-slow`` and ``-labfault-degraded`` (:data:`APP_FAULTS`)
+change nothing here: such pods become Running and Ready like any other; the lab's app stand-in
+(:mod:`gpuops_lab.appstandin`) plays their containers' answers and metrics.
 
 Every other pod goes through kwok's own "fast" stages, plus one a kubelet has and kwok lacks:
 when kube-controller-manager marks a node's pods not Ready because the node stopped reporting
@@ -37,7 +55,13 @@ import yaml
 
 MARKER = "-labfault-"
 PULL_ERROR, CRASH_LOOP, NOT_READY = "pullerror", "crashloop", "notready"
+#: Container faults the kwok stages play (the pod never becomes Ready).
 FAULTS = (PULL_ERROR, CRASH_LOOP, NOT_READY)
+#: A Job's pod in such an image exits 1 (the smoke test fails).
+SMOKE_FAIL = "smokefail"
+ERRORS, SLOW, DEGRADED = "errors", "slow", "degraded"
+#: Behaviours the app stand-in plays for a Running, Ready pod (kwok stages ignore them).
+APP_FAULTS = (ERRORS, SLOW, DEGRADED)
 
 
 def _has(fault: str) -> str:
@@ -45,7 +69,17 @@ def _has(fault: str) -> str:
     return f'[.spec.containers[].image | test(":[^/@]*{MARKER}{fault}")] | any'
 
 
-_ANY_FAULT = f'[.spec.containers[].image | test(":[^/@]*{MARKER}")] | any'
+#: Any of the container faults (:data:`FAULTS`): kwok's pod-ready leaves such pods alone.
+_ANY_FAULT = f'[.spec.containers[].image | test(":[^/@]*{MARKER}({"|".join(FAULTS)})")] | any'
+_JOB_OWNED = '[.metadata.ownerReferences[]? | .kind == "Job"] | any'
+
+
+def _smoke_fails(restart_policy: str) -> str:
+    """A Job's pod in a smoke-failing image with this restart policy (a gojq query)."""
+    return (
+        f"({_JOB_OWNED}) and ({_has(SMOKE_FAIL)}) "
+        f'and ((.spec.restartPolicy // "Always") == "{restart_policy}")'
+    )
 
 
 def _selector(fault: str, *extra: dict[str, Any]) -> dict[str, Any]:
@@ -208,6 +242,81 @@ def fault_stages() -> list[dict[str, Any]]:
     ]
 
 
+_JOB_FAILED = (
+    """{{ $now := Now }}
+conditions:
+"""
+    + "".join(
+        f'- {{type: {kind}, status: "False", reason: PodFailed, '
+        "lastTransitionTime: {{ $now | Quote }}}\n"
+        for kind in ("Ready", "ContainersReady")
+    )
+    + """containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 1
+      reason: Error
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: Failed
+"""
+)
+
+
+def job_stages() -> list[dict[str, Any]]:
+    """A Job's pod in a ``-labfault-smokefail`` image: its container exits 1."""
+    running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+    alive = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+    return [
+        _stage(
+            "lab-job-pod-failed",
+            {
+                "matchExpressions": [
+                    {"key": _smoke_fails("Never"), "operator": "In", "values": ["true"]},
+                    alive,
+                    running,
+                ]
+            },
+            _JOB_FAILED,
+            None,
+        ),
+        _stage(
+            "lab-job-pod-restarting",
+            {
+                "matchExpressions": [
+                    {"key": _smoke_fails("OnFailure"), "operator": "In", "values": ["true"]},
+                    alive,
+                    running,
+                    {
+                        "key": ".status.containerStatuses.[].state.waiting.reason",
+                        "operator": "NotIn",
+                        "values": ["CrashLoopBackOff"],
+                    },
+                ]
+            },
+            _waiting(
+                "CrashLoopBackOff",
+                "back-off 10s restarting failed container (image %s)",
+                "Running",
+                _CRASHED,
+                restarts=3,
+            ),
+            {
+                "type": "Warning",
+                "reason": "BackOff",
+                "message": "Back-off restarting failed container",
+            },
+        ),
+    ]
+
+
 def _condition(kind: str) -> str:
     return f'.status.conditions.[] | select( .type == "{kind}" ) | .status'
 
@@ -244,15 +353,24 @@ def ready_again_stage() -> dict[str, Any]:
     )
 
 
-def write(kwok_stages: Path, out: Path) -> Path:
-    """kwok's stages from ``kwok_stages`` with ``pod-ready`` leaving marked pods alone, plus
-    :func:`ready_again_stage` and :func:`fault_stages`, written to ``out``."""
-    docs = [d for d in yaml.safe_load_all(kwok_stages.read_text()) if d]
+def stages(kwok_stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """kwok's stages with ``pod-ready`` leaving pods with a container fault alone and
+    ``pod-complete`` leaving a smoke-failing Job's pods alone, plus :func:`ready_again_stage`,
+    :func:`fault_stages` and :func:`job_stages` (each pod matches one stage at most: kwok picks
+    at random among several)."""
+    docs = [dict(d) for d in kwok_stages]
     for doc in docs:
+        exprs = doc["spec"]["selector"]["matchExpressions"]
         if doc["metadata"]["name"] == "pod-ready":
-            doc["spec"]["selector"]["matchExpressions"].append(
-                {"key": _ANY_FAULT, "operator": "NotIn", "values": ["true"]}
-            )
-    stages = [*docs, ready_again_stage(), *fault_stages()]
-    out.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+            exprs.append({"key": _ANY_FAULT, "operator": "NotIn", "values": ["true"]})
+        if doc["metadata"]["name"] == "pod-complete":
+            for policy in ("Never", "OnFailure"):
+                exprs.append({"key": _smoke_fails(policy), "operator": "NotIn", "values": ["true"]})
+    return [*docs, ready_again_stage(), *fault_stages(), *job_stages()]
+
+
+def write(kwok_stages: Path, out: Path) -> Path:
+    """:func:`stages` from kwok's stages file ``kwok_stages``, written to ``out``."""
+    docs = [d for d in yaml.safe_load_all(kwok_stages.read_text()) if d]
+    out.write_text(yaml.safe_dump_all(stages(docs), sort_keys=False))
     return out

@@ -87,8 +87,16 @@ class Images:
         return f"{self.repository}:{tag}@{self.digests[tag]}"
 
 
-def push_images(rlab: RegistryLab) -> Images:
-    return Images(f"{rlab.url}/{REPOSITORY_PATH}", {t: build_and_push(rlab, t) for t in TAGS})
+def push_images(rlab: RegistryLab, tags: tuple[str, ...] = TAGS) -> Images:
+    return Images(f"{rlab.url}/{REPOSITORY_PATH}", {t: build_and_push(rlab, t) for t in tags})
+
+
+#: More versions for the progressive releases (issue 20): the app stand-in's behaviours
+#: (gpuops_lab.labapp) and a smoke test that fails (gpuops_lab.kwokstages' Job stages).
+PROGRESSIVE_TAGS = (
+    "2.1.0-labfault-errors",
+    "2.1.0-labfault-smokefail",
+)
 
 
 def deployment(
@@ -103,8 +111,12 @@ def deployment(
     memory: str = "1Gi",
     env: dict[str, str] | None = None,
     progress_deadline_s: int | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    labels = {"app": name}
+    """A GPU Deployment; ``labels``: more labels of its pods (the lab's app stand-in plays
+    pods labelled ``gpuops.io/lab-app``), its selector stays ``app: name``."""
+    selector = {"app": name}
+    labels = {**selector, **(labels or {})}
     container: dict[str, Any] = {
         "name": name,
         "image": image,
@@ -117,7 +129,7 @@ def deployment(
         container["env"] = [{"name": k, "value": v} for k, v in env.items()]
     spec: dict[str, Any] = {
         "replicas": replicas,
-        "selector": {"matchLabels": labels},
+        "selector": {"matchLabels": selector},
         "strategy": {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
@@ -238,12 +250,13 @@ def own_nodes(
     count: int = 2,
     memory: str = "64Gi",
     driver: str = "550.90.07",
+    gpus: int = 8,
 ) -> list[str]:
-    """kwok H800 nodes of a class only this test uses (8 GPUs, ``memory`` each)."""
+    """kwok H800 nodes of a class only this test uses (``gpus`` GPUs, ``memory`` each)."""
     specs = [
         replace(
             labkube.gpu_node(
-                f"{node_class}-{i}", "h800", driver, labels={"accelerator": node_class}
+                f"{node_class}-{i}", "h800", driver, gpus=gpus, labels={"accelerator": node_class}
             ),
             memory=memory,
         )

@@ -1,10 +1,11 @@
 """The lab component ``kube``: up, down and status, and the API server restart that fault
 injection uses.
 
-``up`` starts the control plane (:mod:`.controlplane`) and creates one kwok GPU node per
-fleet host plus ``LabConfig.extra_nodes`` synthetic ones (:mod:`.objects`, :mod:`.api`).
-``down`` stops the processes (SIGTERM, then SIGKILL) and removes ``<lab dir>/kube`` and the
-admin kubeconfig.
+``up`` claims the lab's pod network (:mod:`.podnet`), starts the control plane
+(:mod:`.controlplane`; kwok hands out pod IPs from that network) and creates one kwok GPU node
+per fleet host plus ``LabConfig.extra_nodes`` synthetic ones (:mod:`.objects`, :mod:`.api`).
+``down`` stops the processes (SIGTERM, then SIGKILL), removes the pod network's interface
+(only when its alias names this lab), ``<lab dir>/kube`` and the admin kubeconfig.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from gpuops.errors import InvalidInput
 from gpuops_lab import proc
+from gpuops_lab.kube import podnet
 from gpuops_lab.kube.api import api_client, create_gpu_nodes
 from gpuops_lab.kube.controlplane import (
     PROCESSES,
@@ -54,6 +57,11 @@ def up(lab: Lab) -> dict[str, Any]:
         timings[what] = round(time.monotonic() - t0, 2)
 
     p = prepare(lab)
+    lab_id = lab.lab_id()
+    if lab_id is None:  # up claims the directory before any component starts
+        raise InvalidInput(f"{lab.dir} is not a gpuops lab (no mark)")
+    net = podnet.claim(lab.dir, lab_id)
+    p.pod_cidr = net.cidr
     mark("prepared")
     launch_etcd(p)
     mark("etcd")
@@ -92,6 +100,7 @@ def up(lab: Lab) -> dict[str, Any]:
         "ports": p.ports,
         "pids": {n: proc.pid_of(n, lab.dir) for n in PROCESSES},
         "nodes": len(nodes),
+        "pod_network": net.to_dict(),
         "node_lease_seconds": p.lease_s,
         "startup_s": timings,
     }
@@ -110,6 +119,11 @@ def down(lab: Lab) -> None:
     kubeconfig. Safe to repeat and safe when nothing was started."""
     for name in reversed(PROCESSES):
         proc.stop(name, lab.dir)
+    try:
+        lab_id = lab.lab_id()
+    except InvalidInput:
+        lab_id = None
+    podnet.release(lab.dir, lab_id)
     shutil.rmtree(kube_dir(lab), ignore_errors=True)
     kubeconfig_path(lab).unlink(missing_ok=True)
 
@@ -131,7 +145,17 @@ def status(lab: Lab) -> dict[str, Any]:
             ready = https_ok(f"{facts['server']}/readyz", ctx, str(token))
         except (OSError, KeyError, IndexError, TypeError, yaml.YAMLError, ssl.SSLError):
             ready = False
-    return {"healthy": ready and all(alive.values()), "apiserver_ready": ready, "processes": alive}
+    try:
+        lab_id = lab.lab_id()
+    except InvalidInput:
+        lab_id = None
+    net = podnet.owned(lab.dir, lab_id) is not None if lab_id else False
+    return {
+        "healthy": ready and net and all(alive.values()),
+        "apiserver_ready": ready,
+        "pod_network": net,
+        "processes": alive,
+    }
 
 
 # -- fault injection ----------------------------------------------------------------------

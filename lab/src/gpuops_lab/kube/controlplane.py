@@ -39,7 +39,8 @@ PROCESSES: tuple[str, ...] = (
     "kube-kwok",
 )
 SERVICE_CIDR = "10.96.0.0/16"
-#: Fake pod IPs that kwok writes into pod status (nothing is ever sent to them).
+#: kwok's default pod CIDR; the lab's kwok takes a /16 of the lab's own instead
+#: (:mod:`.podnet`: real local addresses, so that the API server's pod proxy reaches them).
 POD_CIDR = "10.244.0.0/16"
 START_TIMEOUT_S = 60.0
 
@@ -83,6 +84,7 @@ class Plan:
     tokens: dict[str, str]
     lease_s: int
     grace_s: int
+    pod_cidr: str = POD_CIDR
 
     @property
     def logs(self) -> Path:
@@ -291,7 +293,7 @@ def launch_controllers(p: Plan) -> None:
                 "--node-ip=127.0.0.1",
                 f"--node-port={p.ports['kwok']}",
                 f"--server-address=127.0.0.1:{p.ports['kwok']}",
-                f"--cidr={POD_CIDR}",
+                f"--cidr={p.pod_cidr}",
                 f"--node-lease-duration-seconds={p.lease_s}",
                 "--v=WARN",  # INFO logs every patch: costly with thousands of objects
             ],

@@ -42,6 +42,7 @@ RESULTS: dict[str, str] = {
     "release history": "gpuops.usecases.releases.status:HistoryOutcome",
     "release promote": "gpuops.usecases.releases.model:ReleaseOutcome",
     "release rollback": "gpuops.usecases.releases.model:ReleaseOutcome",
+    "release resume": "gpuops.usecases.releases.model:ReleaseOutcome",
     "release status": "gpuops.usecases.releases.status:StatusOutcome",
     "report capacity": "gpuops.usecases.reports:ReportPage",
     "report fleet": "gpuops.usecases.reports:ReportPage",

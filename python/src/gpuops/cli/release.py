@@ -316,6 +316,52 @@ def rollback(
 
 @release.command()
 @_environment_options
+@click.option(
+    "--approved-by",
+    required=True,
+    type=Text("user", _user_id),
+    help="Jenkins user id of who answered the approval step (approved, or with --reject "
+    "rejected); never the requester: exit 3.",
+)
+@click.option(
+    "--requested-by",
+    multiple=True,
+    type=Text("user", _user_id),
+    help="Jenkins user id of who asked for the release; repeat it for several. Required.",
+)
+@click.option(
+    "--reject",
+    is_flag=True,
+    help="The approval was refused (or timed out): restore the previous release (exit 3).",
+)
+@click.option("--reason", type=Text("text"), help="Why: recorded with the step.")
+@click.option("--link", type=Text("url", http_url), help="A URL recorded, e.g. the CI build.")
+@pass_runtime
+def resume(
+    runtime: Runtime,
+    environment: str,
+    config: str,
+    cluster: Any,
+    approved_by: str,
+    requested_by: tuple[str, ...],
+    reject: bool,
+    reason: str | None,
+    link: str | None,
+) -> Shown:
+    """Go on with a release paused on an approval step of its strategy (state paused, exit
+    0): the remaining steps, then all replicas. With --reject the previous release is
+    restored (exit 3). The lock, the gates of the cluster and the history are as for
+    promote; someone else's change meanwhile ends it aborted (exit 1)."""
+    from gpuops.usecases import releases  # noqa: PLC0415
+    from gpuops.usecases.releases.model import ResumeRequest  # noqa: PLC0415
+
+    who = _who(requested_by, approved_by=approved_by, reason=reason, link=link)
+    request = ResumeRequest(_target(environment, config, cluster), who, reject=reject)
+    return _released(releases.resume(request, _deps(runtime)))
+
+
+@release.command()
+@_environment_options
 @renamed(
     "--last",
     "--limit",  # its old name; --limit is a host pattern everywhere else

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from gpuops.core.imageref import check_tag
 from gpuops.core.kubeinput import dns_label, dns_subdomain, label_value, qualified_name
+from gpuops.core.releasestrategy import Strategy, canary_name, parse_strategy
 from gpuops.core.values import key_shown, shown
 from gpuops.errors import InvalidInput
 
@@ -93,6 +94,7 @@ class Environment:
     reserve_per_class: Mapping[str, int] = field(default_factory=dict)
     lease_s: int = 60
     keep: int = 100
+    strategy: Strategy | None = None  # None: all replicas at once behind a surge
 
     @property
     def history_name(self) -> str:
@@ -210,6 +212,7 @@ _ENV_KEYS = (
     "headroom",
     "lock",
     "history",
+    "strategy",
 )
 
 
@@ -258,6 +261,7 @@ def _environment(source: str, name: str, body: Any, default_image: str | None) -
     lock = r.sub("lock", ("lease_seconds",))
     history = r.sub("history", ("keep",))
     registry = r.sub("registry", ("plain_http", "ca_file"))
+    strategy = _strategy(r, deployments)
     return Environment(
         name=name,
         source=source,
@@ -279,7 +283,25 @@ def _environment(source: str, name: str, body: Any, default_image: str | None) -
         reserve_per_class=_reserve_per_class(headroom),
         lease_s=lock.number("lease_seconds", 60, 5, 3600) if lock else 60,
         keep=history.number("keep", 100, 2, 1000) if history else 100,
+        strategy=strategy,
     )
+
+
+def _strategy(r: _Reader, deployments: tuple[str, ...]) -> Strategy | None:
+    """``strategy`` (:mod:`gpuops.core.releasestrategy`); a canary's name must be a name."""
+    if not r.has("strategy"):
+        return None
+    strategy = parse_strategy(r.doc["strategy"], r.source, f"{r.path}.strategy")
+    if strategy.canary:
+        for d in deployments:
+            if len(canary_name(d)) > 63:
+                r.fail(
+                    "strategy",
+                    f"the canary of Deployment {shown(d, 80)} would be {canary_name(d)!r}, "
+                    f"{len(canary_name(d))} characters: at most 63 (a shorter Deployment name, "
+                    "or no replicas steps)",
+                )
+    return strategy
 
 
 def _deployments(r: _Reader) -> tuple[str, ...]:

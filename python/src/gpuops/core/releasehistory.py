@@ -85,6 +85,13 @@ class Release:
     note: str | None = None
     #: the node change made in the same build (S-24): its node change history record's id
     node_change: str | None = None
+    #: a progressive release (issue 20): each step, its measured values and how it ended
+    steps: list[dict[str, Any]] | None = None
+    #: ... its canary and how it runs (surge or in place): what the next run needs to finish
+    #: or restore it (:mod:`gpuops.core.canary`)
+    canary: dict[str, Any] | None = None
+    #: ... waiting on an approval step: the step, its approvers and timeout
+    paused: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -124,6 +131,13 @@ _TEXT = frozenset(
     }
 )
 _NUMBERS = frozenset({"number", "previous", "rolled_back_to", "rolled_back_by"})
+#: object fields and the keys each must hold, with their JSON type
+_OBJECTS: dict[str, tuple[tuple[str, type], ...]] = {
+    "failure": (("kind", str),),
+    "canary": (("deployment", str), ("name", str), ("mode", str)),
+    "paused": (("step", int),),
+}
+_STEP_KEYS: tuple[tuple[str, type], ...] = (("index", int), ("kind", str), ("state", str))
 #: A release number: what ``gpuops.io/release`` and a history record can carry.
 MAX_NUMBER = 10**9
 
@@ -133,6 +147,14 @@ def _damaged(where: str, i: int, what: str) -> OperationFailed:
         f"{where}: release record {i} {what}",
         hint="restore it from a backup or fix it by hand; gpuops does not overwrite it",
     )
+
+
+def _holds(value: Any, keys: tuple[tuple[str, type], ...]) -> bool:
+    """An object holding each of ``keys`` with a value of its JSON type (no boolean as a
+    number)."""
+    if not isinstance(value, Mapping):
+        return False
+    return all(isinstance(value.get(k), t) and not isinstance(value.get(k), bool) for k, t in keys)
 
 
 def _record(item: Any, i: int, where: str) -> Release:
@@ -153,13 +175,22 @@ def _record(item: Any, i: int, where: str) -> Release:
             want = f"a release number (1 to {MAX_NUMBER})"
         elif key in _TEXT:
             ok, want = isinstance(value, str), "a string"
-        else:  # failure
-            ok = isinstance(value, Mapping) and isinstance(value.get("kind"), str)
-            want = "an object with a string 'kind'"
+        elif key == "steps":
+            ok = isinstance(value, list) and all(_holds(s, _STEP_KEYS) for s in value)
+            want = "a list of steps (objects with index, kind and state)"
+        else:  # failure, canary, paused
+            keys = _OBJECTS[key]
+            ok = _holds(value, keys)
+            kinds = (f"{'a string' if t is str else 'a number'} {k!r}" for k, t in keys)
+            want = "an object with " + ", ".join(kinds)
         if not ok:
             bad = "has a bad number or status: " if key == "number" else ""
             raise _damaged(where, i, f"{bad}field {key!r} must be {want}, not {shown(value, 40)}")
-        values[key] = dict(value) if isinstance(value, Mapping) else value
+        if isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, list):
+            value = [dict(v) for v in value]
+        values[key] = value
     if values["status"] not in STATUSES:
         raise _damaged(
             where, i, f"has a bad number or status: unknown status {shown(values['status'], 40)}"
@@ -241,14 +272,24 @@ def reconcile(
     rolled_back: int | None,
     rollout_complete: bool,
     at: str,
+    cleaned: Mapping[int, Sequence[str]] | None = None,
 ) -> list[Reconciled]:
     """Finish every ``pending`` record from what the cluster shows: the release number the
     Deployment runs (``deployed``), the one a restore replaced (``rolled_back``), and whether
-    its rollout is complete. Call it only while holding the target's lock."""
+    its rollout is complete. Call it only while holding the target's lock.
+
+    A progressive release (its record names a canary) reached the cluster with its canary
+    even where the stable never took it: ``cleaned`` says what the caller removed or put
+    back of it (its canary, the stable's replicas), and such a record ends ``interrupted``
+    (a run stopped during its steps) or ``aborted`` (it waited on an approval nobody gave
+    before this release came), with the previous release restored."""
+    cleaned = cleaned or {}
     out = []
     for r in records:
         if r.status != PENDING:
             continue
+        done = cleaned.get(r.number) or ()
+        undone = f"; {'; '.join(done)}" if done else ""
         if deployed == r.number:
             status = SUCCEEDED if rollout_complete else INTERRUPTED
             note = (
@@ -256,14 +297,36 @@ def reconcile(
                 if rollout_complete
                 else "the cluster runs it, but its rollout was not seen to finish"
             )
-            new = replace(r, status=status, finished=at, note=note)
+            new = replace(r, status=status, finished=at, note=note + undone, paused=None)
         elif rolled_back == r.number:
             new = replace(
                 r,
                 status=FAILED,
                 finished=at,
                 rolled_back_to=deployed,
-                note="it was rolled back, but the run that did so ended before recording why",
+                note="it was rolled back, but the run that did so ended before recording why"
+                + undone,
+            )
+        elif r.paused is not None:
+            step = r.paused.get("step")
+            which = step + 1 if isinstance(step, int) else "?"
+            new = replace(
+                r,
+                status=ABORTED,
+                finished=at,
+                rolled_back_to=deployed,
+                paused=None,
+                note=f"it waited on its approval (step {which}) "
+                f"and a later release came first: the previous release restored{undone}",
+            )
+        elif r.canary is not None:
+            new = replace(
+                r,
+                status=INTERRUPTED,
+                finished=at,
+                rolled_back_to=deployed,
+                note="the run stopped during its steps (before all replicas took it): the "
+                f"previous release restored{undone}",
             )
         else:
             new = replace(r, status=ABORTED, finished=at, note="it never reached the cluster")

@@ -75,6 +75,12 @@ class ReleaseShown(Protocol):
     def notes(self) -> Sequence[str]: ...
     @property
     def nodes(self) -> Mapping[str, Any] | None: ...  # rollback --with-nodes: the nodes' part
+    @property
+    def steps(self) -> Sequence[Mapping[str, Any]] | None: ...  # a progressive release's
+    @property
+    def paused(self) -> Mapping[str, Any] | None: ...
+    @property
+    def strategy(self) -> Mapping[str, Any] | None: ...
 
 
 class HistoryShown(Protocol):
@@ -123,6 +129,7 @@ _STATE_WORDS = {
     "aborted": "ABORTED: someone else changed the Deployment; gpuops left their change as it is",
     "refused": "REFUSED before anything changed",
     "interrupted": "INTERRUPTED: the next release of this environment finishes its record",
+    "paused": "PAUSED at an approval step: 'gpuops release resume' goes on (or --reject)",
 }
 
 
@@ -158,6 +165,17 @@ def release_text(out: ReleaseShown) -> str:
             f"  finished release #{fixed['release']}, left {fixed['was']} by an earlier run: "
             f"{fixed['now']}"
         )
+    if out.strategy is not None:
+        st = out.strategy
+        limit = f", at most {st['max_unavailable']} down" if st.get("max_unavailable") else ""
+        lines.append(f"  strategy: {st['mode']}{limit}: {st['message']}")
+    lines.extend(step_lines(out.steps or ()))
+    if out.paused is not None:
+        wait = out.paused
+        lines.append(
+            f"  paused:   step {wait['step'] + 1} waits for {', '.join(wait['approvers'])} "
+            f"(timeout {wait['timeout_minutes']} min)"
+        )
     if out.rollout is not None:
         lines.append(f"  rollout:  {out.rollout.state} after {out.rollout.seconds:.1f}s")
     if out.rollout is not None and out.rollout.problem is not None:
@@ -180,6 +198,18 @@ def release_text(out: ReleaseShown) -> str:
     return "\n".join(lines)
 
 
+def step_lines(steps: Sequence[Mapping[str, Any]], indent: str = "  ") -> list[str]:
+    """A progressive release's steps, one line each: its number, kind, state and detail."""
+    out = []
+    for s in steps:
+        n = "all" if s.get("kind") == "all" else str(int(s.get("index", 0)) + 1)
+        kind = str(s.get("kind", ""))
+        if kind == "analysis":
+            kind = f"analysis {s.get('name', '')} ({s.get('provider', '')})"
+        out.append(f"{indent}step {n:<3} {kind:<32} {s.get('state', ''):<8} {s.get('detail', '')}")
+    return out
+
+
 def _explanation(doc: Mapping[str, Any]) -> list[str]:
     lines = [f"  why:      {doc.get('summary', '')}"]
     said = doc.get("event_message")
@@ -191,6 +221,7 @@ def _explanation(doc: Mapping[str, Any]) -> list[str]:
     for node in (doc.get("nodes") or [])[:8]:
         why = "; ".join(f"{k}: {v}" for k, v in node["why"].items())
         lines.append(f"    {node['name']:<28} {node['node_class']:<18} {why}")
+    lines.extend(f"  held:     {held}" for held in doc.get("held_by") or ())
     lines.extend(f"  fix:      {fix}" for fix in doc.get("fixes") or ())
     return lines
 
@@ -217,7 +248,9 @@ def history_table(out: HistoryShown) -> str:
         f"{'STARTED':<20} {'REQUESTED BY':<16} {'APPROVED BY':<16} {'NODE CHANGE':<16} REASON",
     ]
     current = out.current.number if out.current else None
-    lines.extend(_row(r, current) for r in out.records)
+    for r in out.records:
+        lines.append(_row(r, current))
+        lines.extend(step_lines(r.steps or (), "       "))
     if not out.records:
         lines.append(" (no release recorded yet)")
     lines.extend(f"open: #{n}: {what}" for n, what in sorted(out.open.items()))

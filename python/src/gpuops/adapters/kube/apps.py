@@ -67,6 +67,58 @@ def patch_deployment(
     )
 
 
+def find_deployment(kube: KubeClient, namespace: str, name: str) -> Any | None:
+    """The Deployment, or None when there is none of that name."""
+    try:
+        return kube.request(
+            "GET", _deploy_path(namespace, name), what=f"get deployment {namespace}/{name}"
+        )
+    except NotFound:
+        return None
+
+
+def create_deployment(kube: KubeClient, body: Mapping[str, Any]) -> Any:
+    """Create as field manager gpuops; :class:`~gpuops.adapters.kube.Conflict` when one of
+    that name exists already (nothing is overwritten)."""
+    meta = body["metadata"]
+    return kube.request(
+        "POST",
+        _deploy_path(meta["namespace"]),
+        what=f"create deployment {meta['namespace']}/{meta['name']}",
+        query=_AS_GPUOPS,
+        body=body,
+    )
+
+
+def delete_deployment(
+    kube: KubeClient, namespace: str, name: str, uid: str, resource_version: str
+) -> bool:
+    """Delete exactly the Deployment read (preconditions: its uid and resourceVersion: 409
+    Conflict when it is another object or changed since), its ReplicaSets and pods after it
+    (propagation Background). False when it was gone already."""
+    try:
+        kube.request(
+            "DELETE",
+            _deploy_path(namespace, name),
+            what=f"delete deployment {namespace}/{name}",
+            body={
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "propagationPolicy": "Background",
+                "preconditions": {"uid": uid, "resourceVersion": resource_version},
+            },
+        )
+    except NotFound:
+        return False
+    return True
+
+
+def pods_of_deployment(kube: KubeClient, deployment: Mapping[str, Any]) -> list[Any]:
+    """Every pod of every ReplicaSet the Deployment owns, by owner (never by label selector
+    alone: a canary's pods match its stable's selector too)."""
+    return [p for rs in replicasets(kube, deployment) for p in pods_of_replicaset(kube, rs)]
+
+
 def containers_of(deployment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     return list(spec.get("containers") or [])

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from gpuops.adapters.kube import calls
 from gpuops.adapters.kube.calls import Conflict, NotFound
@@ -131,6 +131,21 @@ class KubeClient:
             self._http, self.server, method, path, query, _body(body), content_type, what=what
         )
         return calls.parse_json(self.server, data, what) if data.strip() else {}
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        query: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, bytes]:
+        """One call whose answer is the caller's to judge, whatever its status (a pod proxy's
+        answer is the pod's): (status, body). Transport failures raise
+        :class:`~gpuops.errors.Unreachable`; ``timeout``: seconds to wait for the answer."""
+        target = path + ("?" + urlencode(query) if query else "")
+        return self._http.request(method, target, None, "", what=what, timeout=timeout)
 
     def _check_status(self, status: int, data: bytes, what: str, path: str) -> None:
         """Raise the error an HTTP status means; nothing for 2xx (:func:`.calls.check_status`)."""

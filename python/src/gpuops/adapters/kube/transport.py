@@ -112,17 +112,19 @@ class Transport:
         content_type: str = "application/json",
         *,
         what: str,
+        timeout: float | None = None,
     ) -> tuple[int, bytes]:
         """Send ``method target`` (a path with its query); (status, body). Transport failures
-        (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``."""
+        (refused, reset, timed out, TLS) raise :class:`Unreachable` naming ``what``.
+        ``timeout``: seconds to wait for the answer (default :data:`READ_TIMEOUT_S`)."""
         headers = self._headers(body, content_type)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
-                method, self._prefix + target, body, headers, what
+                method, self._prefix + target, body, headers, what, timeout
             )
             return status, data
         with self._errors(what):
-            conn, resp = self._send(method, self._prefix + target, body, headers)
+            conn, resp = self._send(method, self._prefix + target, body, headers, timeout)
             try:
                 data = resp.read()
             except BaseException:
@@ -197,12 +199,18 @@ class Transport:
             ) from None
 
     def _send(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """The connection and the response, its body still to be read."""
         conn, reused = self._checkout()
         try:
             try:
+                _read_timeout(conn, timeout)
                 conn.request(method, target, body, dict(headers))
                 return conn, conn.getresponse()
             except _STALE:
@@ -210,6 +218,7 @@ class Transport:
                     raise
                 conn.close()  # the server closed an idle keep-alive connection: once more
                 conn = self._new()
+                _read_timeout(conn, timeout)
                 conn.request(method, target, body, dict(headers))
                 return conn, conn.getresponse()
         except BaseException:
@@ -221,6 +230,7 @@ class Transport:
         if resp.will_close:
             conn.close()
         else:
+            _read_timeout(conn, None)  # back to the default for the next request
             with self._lock:
                 self._idle.append(conn)
 
@@ -259,6 +269,7 @@ class Transport:
         body: bytes | None,
         headers: Mapping[str, str],
         what: str,
+        timeout: float | None = None,
     ) -> tuple[int, str, bytes]:
         import urllib3  # noqa: PLC0415 - only for kubeconfigs that name a proxy
 
@@ -268,7 +279,7 @@ class Transport:
                 f"{'https' if self._tls else 'http'}://{self._host}:{self._port}{target}",
                 body=body,
                 headers=dict(headers),
-                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S),
+                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=timeout or READ_TIMEOUT_S),
             )
         except urllib3.exceptions.HTTPError as exc:
             raise Unreachable(
@@ -277,6 +288,12 @@ class Transport:
                 hint="is the cluster up? check the kubeconfig's server and proxy-url",
             ) from None
         return int(resp.status), media_type(resp.headers.get("Content-Type")), bytes(resp.data)
+
+
+def _read_timeout(conn: http.client.HTTPConnection, timeout: float | None) -> None:
+    """Wait ``timeout`` seconds (None: :data:`READ_TIMEOUT_S`) for the answers on ``conn``."""
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout or READ_TIMEOUT_S)
 
 
 def media_type(content_type: str | None) -> str:

@@ -57,6 +57,53 @@ def _changed_by(failure: Mapping[str, Any] | None) -> str:
     return f"changed by {who}{when}{runs}"
 
 
+#: How each step state reads on the page (and its CSS class).
+STEP_CLASS = {"passed": "ok", "failed": "bad", "paused": "warn", "running": "warn", "skipped": ""}
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "" if value is None else str(value)
+    return f"{value:.4g}"
+
+
+def _steps(r: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A progressive release's steps (issue 20) as the page lists them: kind, state, what it
+    did or why it stopped, and an analysis' measurements (value and verdict each)."""
+    out = []
+    for s in r.get("steps") or ():
+        if not isinstance(s, Mapping):
+            continue
+        measured = [
+            {
+                "at": str(x.get("at", "")),
+                "verdict": str(x.get("verdict", "")),
+                "value": _value(x.get("value")),
+                "detail": str(x.get("detail", "")),
+            }
+            for x in s.get("measurements") or ()
+            if isinstance(x, Mapping)
+        ]
+        what = str(s.get("kind", ""))
+        if s.get("kind") == "analysis":
+            what = f"analysis {s.get('name', '')} ({s.get('provider', '')})"
+        elif s.get("kind") == "replicas" and s.get("replicas") is not None:
+            what = f"replicas {s['replicas']}"
+        out.append(
+            {
+                "n": "all" if s.get("kind") == "all" else str(int(s.get("index", 0)) + 1),
+                "what": what,
+                "mode": str(s.get("mode") or ""),
+                "state": str(s.get("state", "")),
+                "state_class": STEP_CLASS.get(str(s.get("state")), "warn"),
+                "detail": str(s.get("detail", "")),
+                "finished": str(s.get("finished") or ""),
+                "measurements": measured,
+            }
+        )
+    return out
+
+
 def _row(r: Mapping[str, Any], current: Any) -> dict[str, Any]:
     failure = r.get("failure") if isinstance(r.get("failure"), Mapping) else {}
     after = []
@@ -94,6 +141,8 @@ def _row(r: Mapping[str, Any], current: Any) -> dict[str, Any]:
         "failure_kind": failure.get("kind", "") if failure else "",
         "failure": failure.get("message", "") if failure else "",
         "after": "; ".join(after),
+        "steps": _steps(r),
+        "note": str(r.get("note") or ""),
     }
 
 

@@ -7,6 +7,7 @@ Each returns an :class:`~gpuops.usecases.outcome.Outcome` whose verdict the use 
 from __future__ import annotations
 
 from gpuops.core import releasehistory as hist
+from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasepatch import image_ref, split_image
 from gpuops.errors import InvalidInput
 from gpuops.usecases.outcome import Outcome
@@ -15,12 +16,24 @@ from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.engine import Context, Deps, run
 from gpuops.usecases.releases.gates import Gate, digest_gate, image_gate
 
-__all__ = ["Deps", "promote", "rollback"]
+__all__ = ["Deps", "promote", "resume", "rollback"]
+
+
+def _one_deployment(env: Environment) -> None:
+    """A strategy releases one Deployment (its canary is that Deployment's)."""
+    if env.strategy is not None and len(env.deployments) > 1:
+        raise InvalidInput(
+            f"{env.source}: environments.{env.name}.strategy: a progressive release takes one "
+            f"Deployment; {env.name} names {len(env.deployments)}",
+            hint="give the environment one deployment, or split it into environments",
+            field="config",
+        )
 
 
 def promote(request: m.PromoteRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     """Release ``tag`` and/or model version ``model`` to the environment."""
     env = config.load(request.target.config).environment(request.target.environment)
+    _one_deployment(env)
     deps = deps.for_env(env)
     if request.tag is None and request.model is None:
         raise InvalidInput("promote needs --tag, --model or both", field="tag")
@@ -62,6 +75,7 @@ def rollback(
     back to the node record that release ran with first (:mod:`.withnodes`; ``nodes``: how
     the node history is reached, for tests)."""
     env = config.load(request.target.config).environment(request.target.environment)
+    _one_deployment(env)
     deps = deps.for_env(env)
 
     def pick(ctx: Context) -> hist.Release:
@@ -87,3 +101,11 @@ def rollback(
         return m.Wanted(source.tag, source.digest, image, source.model, source), [gate]
 
     return run(env, "rollback", request.target, request.who, request.dry_run, choose, deps)
+
+
+def resume(request: m.ResumeRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
+    """Go on with a release paused on an approval step, or (``reject``) restore the
+    previous release (:mod:`.paused`)."""
+    from gpuops.usecases.releases import paused  # noqa: PLC0415
+
+    return paused.resume(request, deps)

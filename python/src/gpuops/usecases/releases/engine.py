@@ -30,13 +30,21 @@ from gpuops.core.releasepatch import Content, change_cause, release_patch
 from gpuops.errors import GateRefused, GpuOpsError, InternalError, OperationFailed
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.outcome import Outcome
-from gpuops.usecases.releases import guard, steps
+from gpuops.usecases.releases import guard, progressive, steps
 from gpuops.usecases.releases import model as m
 from gpuops.usecases.releases.approval import four_eyes_refusal
+from gpuops.usecases.releases.canary import ForeignChange
 from gpuops.usecases.releases.gates import Gate, Registry, first_closed, headroom_gate
 from gpuops.usecases.releases.guard import Foreign, Left
+from gpuops.usecases.releases.progressive import Plan, Progressive, Stop
 from gpuops.usecases.releases.store import HistoryStore, TargetLock
-from gpuops.usecases.releases.watch import ABORTED, Say, explain_unschedulable, watch
+from gpuops.usecases.releases.watch import (
+    ABORTED,
+    Say,
+    WatchResult,
+    explain_unschedulable,
+    watch,
+)
 
 
 @dataclass
@@ -118,7 +126,7 @@ def run(
         if _unchanged(live, wanted) and not any(r.status == hist.PENDING for r in records):
             out.state = m.UNCHANGED  # (an open record is finished under the lock below)
             return Outcome(out)
-        closed = _gates(_lender(kube), env, cluster, live, wanted, who, deps, out)
+        closed, plan = _gates(_lender(kube), env, cluster, live, wanted, who, deps, out, action)
         if closed is not None:  # the first gate that did not pass: refused, nothing changes
             return _refused(out, closed.refusal())
         out.timings_s["gates"] = round(time.monotonic() - t0, 3)
@@ -136,7 +144,7 @@ def run(
                 f"took over the stale lock {stale['lease']}: {stale['holder']} "
                 f"({stale['operation']}) had not renewed it for {stale['silent_for_s']}s"
             )
-        run_ = _Run(kube, env, store, out, wanted, deps, lock)
+        run_ = _Run(kube, env, store, out, wanted, deps, lock, plan=plan)
         try:
             error = _locked(run_, who)
         except GpuOpsError as exc:  # e.g. the API server gone for good: what we know so far
@@ -175,19 +183,43 @@ def _gates(
     who: m.Who,
     deps: Deps,
     out: m.ReleaseOutcome,
-) -> Gate | None:
+    action: str = "promote",
+) -> tuple[Gate | None, Plan | None]:
     """The gates after the image's, on this run's connection: compat (a new image only; against
     the drivers the nodes will run where the release brings its nodes back, ``wanted.drivers``),
-    then headroom; returns the first gate that did not pass."""
+    then headroom (with a strategy: surge or in place, and the canary's name); returns the first
+    gate that did not pass, and how a release with a strategy runs."""
     if wanted.digest and any(x.content.image != wanted.image for x in live):
         if wanted.drivers:
             gate = deps.registry.compat(env, wanted.digest, cluster, lend, drivers=wanted.drivers)
         else:
             gate = deps.registry.compat(env, wanted.digest, cluster, lend)
         out.gates.append(gate)
-    if first_closed(out.gates) is None:
+    plan = None
+    if first_closed(out.gates) is None and env.strategy is None:
         out.gates.append(headroom_gate(env, cluster, [x.obj for x in live], who.link, lend))
-    return first_closed(out.gates)
+    elif first_closed(out.gates) is None and env.strategy is not None:
+        # a rollback restores what ran before: straight to "all" (in place if need be)
+        with_steps = action == "promote"
+        gate, plan, explanation = progressive.headroom(
+            env, env.strategy, cluster, live[0].obj, who.link, lend, with_steps=with_steps
+        )
+        out.gates.append(gate)
+        if explanation is not None:
+            out.explanation = explanation
+        if plan is not None:
+            out.strategy = plan.to_dict(env.deployments[0])
+            if not plan.steps and plan.mode != "in-place":
+                plan = None  # nothing of a strategy to run: the release of today
+        if gate.ok and plan is not None and plan.steps and env.strategy.canary:
+            out.gates.append(
+                progressive.canary_gate(lend(cluster), env, _records(lend(cluster), env))
+            )
+    return first_closed(out.gates), plan
+
+
+def _records(kube: KubeClient, env: Environment) -> list[Release]:
+    return HistoryStore(kube, env).read()
 
 
 class _Borrowed:
@@ -232,6 +264,13 @@ class _Run:
     old_cm: str | bool | None = False
     #: each Deployment as gpuops left it (before its first write: as gpuops read it)
     left: dict[str, Left] = field(default_factory=dict)
+    #: a release with a strategy: how it runs (decided by the headroom gate) and its steps
+    plan: Plan | None = None
+    prog: Progressive | None = None
+
+    def rec(self, record: Release) -> Release:
+        """``record`` with the steps, the canary and the pause as they are now."""
+        return self.prog.rec(record) if self.prog is not None else record
 
     def say(self, line: str) -> None:
         self.deps.say(line)
@@ -241,8 +280,8 @@ class _Run:
         the environment already runs what is wanted)."""
         env, out = self.env, self.out
         self.live = steps.read_live(self.kube, env)  # again: it may have moved meanwhile
-        self.left = {x.name: guard.left_of(x.obj, env) for x in self.live}
         records = steps.reconcile(self.kube, env, self.store, self.live, out, self.say)
+        self.left = {x.name: guard.left_of(x.obj, env) for x in self.live}
         current = out.current = hist.by_number(records, self.live[0].release)
         steps.align_registry_tag(env, current, self.deps.registry, out, self.say)
         if _unchanged(self.live, self.wanted):
@@ -274,7 +313,50 @@ class _Run:
             f"release #{record.number}: {out.action} {_what(w)} to {env.name} ({env.target}); "
             f"was {was}"
         )
+        if self.plan is not None:
+            self.progressive(record, who)
         return record
+
+    def progressive(self, record: Release, who: m.Who) -> Progressive:
+        assert self.plan is not None  # noqa: S101 - only for a release with a strategy
+        w = self.wanted
+        cause = change_cause(
+            f"gpuops #{record.number} canary of {self.env.deployments[0]} ({self.env.name}): "
+            f"{_what(w)}" + (f": {who.reason}" if who.reason else "")
+        )
+        self.prog = Progressive.start(
+            self.kube,
+            self.env,
+            self.store,
+            self.out,
+            self.plan,
+            record,
+            Content(w.image, w.model),
+            cause,
+            self.left,
+            self.say,
+            self.lock.renew,
+        )
+        return self.prog
+
+    def go(self, record: Release, who: m.Who, start: int = 0) -> GpuOpsError | None:
+        """From step ``start`` of the strategy (none: straight on) to the end of the release:
+        the steps, then "all" (the stable patched and watched), the tag, the record."""
+        if self.prog is not None and start < len(self.prog.plan.steps):
+            try:
+                stop = self.prog.run(start)
+            except ForeignChange as exc:
+                return self.abort(record, exc.foreign, "during the release's steps")
+            if stop is not None and stop.problem is None:
+                return None  # paused on an approval step: 'release resume' goes on
+            if stop is not None:
+                assert stop.problem is not None  # noqa: S101 - a failed step names its problem
+                return self.fail_step(record, stop)
+        error = self.apply(record, who)
+        if error is not None:
+            return error
+        self.out.timings_s["applied"] = round(time.monotonic() - self.out.t0, 3)
+        return self.finish(record)
 
     def apply(self, record: Release, who: m.Who) -> GpuOpsError | None:
         env, w = self.env, self.wanted
@@ -284,14 +366,21 @@ class _Run:
             + (f": {who.reason}" if who.reason else "")
         )
         self.old_cm = steps.set_model_configmap(self.kube, env, w.model, self.live)
+        extra: dict[str, Any] = {}
+        if self.prog is not None:
+            self.prog.begin_all()
+            extra = self.prog.all_patch()
         for x in self.live:
-            patch = release_patch(
-                env.container,
-                env.model,
-                x.content,
-                Content(w.image, w.model),
-                release=record.number,
-                change_cause=cause,
+            patch = steps.merged(
+                release_patch(
+                    env.container,
+                    env.model,
+                    x.content,
+                    Content(w.image, w.model),
+                    release=record.number,
+                    change_cause=cause,
+                ),
+                extra,
             )
             made, foreign = guard.patch_if_ours(self.kube, env, self.left[x.name], patch)
             if foreign is not None:
@@ -306,6 +395,7 @@ class _Run:
                         self.out.current,
                         self.old_cm,
                         self.say,
+                        extra=self.prog.restore_patch() if self.prog else None,
                     )
                     foreign = foreign if other is None else other
                 elif self.old_cm is not False:
@@ -347,6 +437,8 @@ class _Run:
         )
         if taken:
             note += f"; took back its annotations {', '.join(taken)}"
+        if self.prog is not None:
+            note += self._canary_out_after_abort()
         self._end(
             replace(
                 record, status=hist.ABORTED, finished=hist.now_iso(), failure=failure, note=note
@@ -361,6 +453,58 @@ class _Run:
             "then release again",
         )
 
+    def _canary_out_after_abort(self) -> str:
+        """After someone else's change: gpuops' own canary goes (while still its own), and
+        in place the stable's replicas come back (while the stable is as gpuops left it)."""
+        assert self.prog is not None  # noqa: S101 - only for a release with a strategy
+        said = []
+        for what in (self.prog.take_canary_out, self.prog.canary.restore_stable):
+            try:
+                done = what()
+            except (ForeignChange, GpuOpsError):
+                said.append("left the rest as it is (someone else's change)")
+                break
+            if isinstance(done, WatchResult) and done.lines:
+                said.extend(done.lines[:1])
+        return ("; " + "; ".join(said)) if said else ""
+
+    def fail_step(self, record: Release, stop: Stop) -> GpuOpsError:
+        """A step failed: the previous release back at once (the canary goes; in place the
+        stable's replicas and strategy as they were), the record says which step and why."""
+        assert self.prog is not None and stop.problem is not None  # noqa: S101
+        env, out, current, problem = self.env, self.out, self.out.current, stop.problem
+        back = current.label if current else self.live[0].content.image
+        step = f"step {stop.index + 1} ({self.prog.entries[-1]['kind']})"
+        self.say(f"release #{record.number} failed at {step}: {problem.message}")
+        self.say(f"rolling back to {back}")
+        try:
+            out.restore = self.prog.restore()
+        except ForeignChange as exc:
+            return self.abort(
+                record, exc.foreign, "while gpuops restored the previous release", problem
+            )
+        restored = out.restore.state == deploywatch.COMPLETE
+        failure: dict[str, Any] = {**problem.to_dict(), "step": stop.index}
+        self._end(
+            replace(
+                record,
+                status=hist.FAILED,
+                finished=hist.now_iso(),
+                failure=failure,
+                rolled_back_to=current.number if current else None,
+                note=None if restored else "the restore did not complete: check the Deployment",
+            )
+        )
+        ended = "rolled back to" if restored else "tried to roll back to"
+        error = OperationFailed(
+            f"release #{record.number} ({_what(self.wanted)}) to {env.name} failed at {step}: "
+            f"{problem.message}; {ended} {back}",
+            hint="see the release's steps in 'gpuops release history'",
+        )
+        if problem.kind == "rejected":
+            return GateRefused(error.message, hint="release again when it may go on")
+        return error
+
     def foreign(self) -> Foreign | None:
         """A fresh look at every Deployment this release changed."""
         for x in self.applied:
@@ -370,6 +514,7 @@ class _Run:
         return None
 
     def _end(self, record: Release, state: str = m.FAILED) -> None:
+        record = self.rec(record)
         self.store.put(record, record.number)
         self.out.record = record
         self.out.state = state
@@ -389,7 +534,16 @@ class _Run:
         problem = result.problem
         if result.state == ABORTED and result.foreign is not None:
             return self.abort(record, result.foreign, "while gpuops watched its rollout")
-        if result.state == deploywatch.COMPLETE:
+        if result.state == deploywatch.COMPLETE and self.prog is not None:
+            try:
+                problem = (
+                    self.prog.after_all()
+                )  # the canary goes (in place: back, a batch at a time)
+            except ForeignChange as exc:
+                return self.abort(record, exc.foreign, "while the canary went")
+            if problem is None:
+                self.prog.end_all("passed", f"the stable runs {_what(self.wanted)}")
+        if result.state == deploywatch.COMPLETE and problem is None:
             foreign = self.foreign()  # the tag moves only onto what gpuops released
             if foreign is not None:
                 return self.abort(record, foreign, "after its rollout, before the tag moved")
@@ -399,7 +553,7 @@ class _Run:
                 steps.align_registry_tag(env, out.current, self.deps.registry, out, self.say)
                 return self.abort(record, foreign, "while the registry tag moved")
             if problem is None:
-                _succeeded(self.store, out, record, out.current, env)
+                _succeeded(self.store, out, self.rec(record), out.current, env)
                 self.say(
                     f"release #{record.number} succeeded: {env.name} runs {_what(self.wanted)}"
                 )
@@ -414,6 +568,16 @@ class _Run:
         back = current.label if current else self.live[0].content.image
         self.say(f"release #{record.number} failed ({problem.kind}): {problem.message}")
         self.say(f"rolling back to {back}")
+        extra: dict[str, Any] | None = None
+        if self.prog is not None:
+            self.prog.end_all("failed", problem.message)
+            try:
+                self.prog.take_canary_out()  # its GPUs first: the stable may need them back
+            except ForeignChange as exc:
+                return self.abort(
+                    record, exc.foreign, "while gpuops restored the previous release", problem
+                )
+            extra = self.prog.restore_patch()
         out.restore, foreign = steps.restore(
             self.kube,
             env,
@@ -424,11 +588,14 @@ class _Run:
             current,
             self.old_cm,
             self.say,
+            extra=extra,
         )
         if foreign is not None:
             return self.abort(
                 record, foreign, "while gpuops restored the previous release", problem
             )
+        if self.prog is not None:
+            self.prog.canary.stable_now = -1
         failure: dict[str, Any] = problem.to_dict()
         if out.explanation:
             failure["explanation"] = out.explanation.get("summary")
@@ -457,11 +624,7 @@ def _locked(run_: _Run, who: m.Who) -> GpuOpsError | None:
     record = run_.begin(who)
     if record is None:
         return None
-    error = run_.apply(record, who)
-    if error is not None:
-        return error
-    run_.out.timings_s["applied"] = round(time.monotonic() - run_.out.t0, 3)
-    return run_.finish(record)
+    return run_.go(record, who)
 
 
 def _what(w: m.Wanted) -> str:

@@ -121,16 +121,20 @@ def headroom_gate(
     deployments: Sequence[Mapping[str, Any]],
     link: str | None,
     connect: Callable[[Cluster], KubeClient] | None = None,
+    *,
+    extra_pods: int = 0,
 ) -> Gate:
     """GPU headroom for the surge pods of every Deployment's rollout, with the environment's
-    reserve (``gpuops headroom check`` with the pods' own selector, affinity, tolerations)."""
+    reserve (``gpuops headroom check`` with the pods' own selector, affinity, tolerations);
+    ``extra_pods``: more pods of the same template beside them (a progressive release's
+    largest canary, whose pods still run while the stable rolls)."""
     checked: list[dict[str, Any]] = []
     for obj in deployments:
         name = (obj.get("metadata") or {}).get("name", "")
         template = (obj.get("spec") or {}).get("template") or {}
         pod = pod_from_api({"metadata": {"namespace": env.namespace}, "spec": template.get("spec")})
         gpus = pod.requests.get(headroom_core.DEFAULT_RESOURCE, 0)
-        surge = surge_pods(obj)
+        surge = surge_pods(obj) + extra_pods
         if gpus <= 0 or surge <= 0:
             why = (
                 "its pods request no GPUs" if gpus <= 0 else "its rollout adds no pods (maxSurge 0)"

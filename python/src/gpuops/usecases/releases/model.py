@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from gpuops.core.deploywatch import Problem
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.releasehistory import Release
+from gpuops.schema import open_items
 from gpuops.usecases.releases.gates import Gate, GateDocument
 from gpuops.usecases.releases.watch import WatchResult
 
@@ -22,7 +23,11 @@ FAILED = "failed"  # the rollout failed; the previous release was restored
 ABORTED = "aborted"  # someone else changed a Deployment during the release; left as it is
 REFUSED = "refused"  # a gate, the approval or the lock said no; nothing changed
 INTERRUPTED = "interrupted"  # stopped midway (the API server gone); the next release finishes
-STATES = [PLANNED, UNCHANGED, SUCCEEDED, FAILED, ABORTED, REFUSED, INTERRUPTED]
+PAUSED = "paused"  # waiting on an approval step: ``release resume`` goes on, or --reject
+STATES = [PLANNED, UNCHANGED, SUCCEEDED, FAILED, ABORTED, REFUSED, INTERRUPTED, PAUSED]
+#: The kinds of a progressive release's steps (issue 20), "all" the stable's own rollout
+STEP_KINDS = ["replicas", "pause", "analysis", "approval", "all"]
+STEP_STATES = ["passed", "failed", "paused", "skipped", "running"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,15 @@ class PromoteRequest:
     model: str | None = None
     who: Who = field(default_factory=Who)
     dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """``release resume``: go on with a release paused on an approval step, or reject it."""
+
+    target: Target
+    who: Who  # approved_by: who answered (approved or rejected); requested_by: who asked
+    reject: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,57 @@ class NodesRollbackDocument(TypedDict):
     artifacts: NotRequired[dict[str, str]]  # its files (update.json, JUnit, the page)
 
 
+class MeasurementDocument(TypedDict):
+    at: str  # when (UTC)
+    verdict: Annotated[str, {"enum": ["passed", "failed", "inconclusive"]}]
+    value: float | None  # what was judged; None: no (finite) value
+    detail: str  # the pod or series, and why
+
+
+class StepDocument(TypedDict):
+    """One step of a progressive release, as the release record and the result keep it."""
+
+    index: int  # its place in the environment's strategy.steps; "all" comes after the last
+    kind: Annotated[str, {"enum": STEP_KINDS}]
+    state: Annotated[str, {"enum": STEP_STATES}]
+    started: str | None
+    finished: str | None
+    detail: str  # what it did, or why it stopped
+    replicas: NotRequired[int]  # replicas: the canary's pods; all: the stable's
+    mode: NotRequired[Annotated[str, {"enum": ["surge", "in-place"]}]]
+    seconds: NotRequired[int]  # pause
+    approvers: NotRequired[list[str]]  # approval
+    approved_by: NotRequired[str]  # approval: who answered
+    # analysis: the tally (gpuops.core.analysis.Tally.to_dict)
+    name: NotRequired[str]
+    provider: NotRequired[Annotated[str, {"enum": ["prometheus", "http", "job", "gpu"]}]]
+    measurements: NotRequired[list[MeasurementDocument]]
+    failures: NotRequired[int]
+    verdict: NotRequired[str | None]
+
+
+open_items(StepDocument)  # an analysis carries the settings it was judged by, too
+
+
+class PausedDocument(TypedDict):
+    """A release waiting on an approval step (state ``paused``)."""
+
+    step: int  # the approval step's index
+    approvers: list[str]
+    timeout_minutes: int
+    record: int  # the release record's number
+
+
+class StrategyDocument(TypedDict):
+    """How a progressive release runs: pods beside the stable's (surge) or in their place."""
+
+    mode: Annotated[str, {"enum": ["surge", "in-place"]}]
+    canary: str | None  # the canary Deployment; None without replicas steps
+    stable_replicas: int  # the stable's replicas when the release began
+    max_unavailable: int | None  # in place: replicas down at most at any moment
+    message: str  # why this mode (the headroom gate's finding)
+
+
 class ReleaseDocument(TypedDict):
     """The ``result`` of ``gpuops release promote`` and ``rollback``."""
 
@@ -170,6 +235,9 @@ class ReleaseDocument(TypedDict):
     restore: NotRequired[WatchDocument]
     explanation: NotRequired[dict[str, Any]]
     nodes: NotRequired[NodesRollbackDocument]
+    steps: NotRequired[list[StepDocument]]  # a progressive release's steps (issue 20)
+    paused: NotRequired[PausedDocument]  # state paused: the approval it waits on
+    strategy: NotRequired[StrategyDocument]
 
 
 @dataclass
@@ -191,6 +259,9 @@ class ReleaseOutcome:
     notes: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
     nodes: NodesRollbackDocument | None = None  # rollback --with-nodes: the nodes' part
+    steps: list[StepDocument] | None = None  # a progressive release: its steps so far
+    paused: PausedDocument | None = None  # waiting on an approval step
+    strategy: StrategyDocument | None = None  # surge or in place, and why
     t0: float = field(default_factory=time.monotonic, repr=False)
 
     def to_dict(self) -> ReleaseDocument:
@@ -220,6 +291,12 @@ class ReleaseOutcome:
             doc["explanation"] = self.explanation
         if self.nodes is not None:
             doc["nodes"] = self.nodes
+        if self.steps is not None:
+            doc["steps"] = [cast(StepDocument, dict(x)) for x in self.steps]
+        if self.paused is not None:
+            doc["paused"] = self.paused
+        if self.strategy is not None:
+            doc["strategy"] = self.strategy
         return doc
 
 

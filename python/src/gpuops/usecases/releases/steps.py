@@ -96,10 +96,14 @@ def restore(
     current: Release | None,
     old_cm: str | bool | None,
     say: Say,
+    *,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[WatchResult | None, Foreign | None]:
     """Put back what ran before on every Deployment that was changed, and watch it: only
     while each is as gpuops left it (``left``, updated with what the restore leaves).
-    Someone else's change is never overwritten: it is returned, and nothing more is restored."""
+    Someone else's change is never overwritten: it is returned, and nothing more is restored.
+    ``extra``: more of the Deployment to put back in the same patch (a release in place: its
+    replicas and rollout strategy)."""
     if old_cm is not False:
         write_model_configmap(
             kube, env, old_cm if isinstance(old_cm, str) else None, expect=wanted.model, say=say
@@ -111,14 +115,17 @@ def restore(
         + (current.label if current else applied[0].content.image)
     )
     for x in applied:
-        patch = release_patch(
-            env.container,
-            env.model,
-            Content(wanted.image, wanted.model),
-            x.content,
-            release=x.release,
-            change_cause=cause,
-            rolled_back=record.number,
+        patch = merged(
+            release_patch(
+                env.container,
+                env.model,
+                Content(wanted.image, wanted.model),
+                x.content,
+                release=x.release,
+                change_cause=cause,
+                rolled_back=record.number,
+            ),
+            extra or {},
         )
         made, foreign = guard.patch_if_ours(kube, env, left[x.name], patch)
         if foreign is not None:
@@ -145,6 +152,17 @@ def restore(
     else:
         say(f"the rollback did not complete either: {result.problem and result.problem.message}")
     return result, None
+
+
+def merged(patch: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` with ``extra`` merged in, mappings key by key (``extra`` wins elsewhere)."""
+    out = dict(patch)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def disown(
@@ -192,11 +210,24 @@ def reconcile(
     out: m.ReleaseOutcome,
     say: Say,
 ) -> list[Release]:
+    """Finish the records earlier runs left ``pending`` (under the lock): what a stopped
+    progressive release left (its canary, the stable's replicas in place) goes first, only
+    what is provably gpuops' own; then each record from what the cluster says."""
+    from gpuops.usecases.releases.canary import clean_up  # noqa: PLC0415 - progressive only
+
     records = store.read()
     if not any(r.status == hist.PENDING for r in records):
         return records
+    cleaned: dict[int, list[str]] = {}
+    for r in records:
+        if r.status == hist.PENDING and (r.canary is not None or r.paused is not None):
+            cleaned[r.number] = clean_up(kube, env, env.deployments[0], r.number, say)
+    if any(cleaned.values()):
+        live[:] = read_live(kube, env)  # the stable may be other than it was read
     complete = all(deploywatch.is_complete(kubeapps.deployment_state(x.obj)) for x in live)
-    fixed = hist.reconcile(records, live[0].release, live[0].rolled_back, complete, hist.now_iso())
+    fixed = hist.reconcile(
+        records, live[0].release, live[0].rolled_back, complete, hist.now_iso(), cleaned
+    )
     for f in fixed:
         say(
             f"release #{f.record.number} was left {f.was} by an earlier run: now {f.record.status} "
