@@ -91,6 +91,8 @@ class ReleaseFlow implements Serializable {
         }
         // withNodes: the fleet's lock too, checked before anything runs
         Map fleetLock = cli.with_nodes ? withFleet(script, stepName, cli.inventory, step.fleet) : [:]
+        // what `release resume` (an approval step answered) takes of the release's parameters
+        List<String> keeps = ReleaseSteps.kept(script.libraryResource(StepParams.RESOURCE) as String)
         Map asked = new LinkedHashMap(cli)
         List<String> requesters = FourEyes.requesters(script)
         if (requesters) {
@@ -108,8 +110,9 @@ class ReleaseFlow implements Serializable {
         Map result = null
         script.lock([resource: plan.lock.resource] + fleetLock) {
             // the approval steps are asked inside the lock: a paused release is still running
-            Map release = [stepName: stepName, command: command, params: params, requesters: requesters]
-            result = ReleaseSteps.run(script, release) { List words, Map values, List allow ->
+            Map flow = [stepName: stepName, command: command, params: params, requesters: requesters,
+                        keeps: keeps]
+            result = ReleaseSteps.run(script, flow) { List words, Map values, List allow ->
                 onAgent(script, step) { exec(words, values, allow) }
             }
         }

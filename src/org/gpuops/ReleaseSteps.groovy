@@ -27,9 +27,9 @@ class ReleaseSteps implements Serializable {
 
     static final List RESUME = ['release', 'resume'].asImmutable()
 
-    /** What `release resume` takes of the release's own parameters: the environment and how to
-     * reach its cluster (`--config`, `--kubeconfig`, `--context`; design of issue 20, section 5). */
-    static final List<String> RESUME_KEEPS = ['environment', 'config', 'kubeconfig', 'context'].asImmutable()
+    /** The options of `release resume` that say who answered the approval step and how: set
+     * here, never taken over from the release's own parameters. */
+    static final List<String> ANSWER_OPTIONS = ['approved_by', 'requested_by', 'reject', 'reason'].asImmutable()
 
     /** The CLI's refusals and failures come back to the step (not failing the build in
      * gpuopsExec), so that the steps that ran are shown before the build fails with its message. */
@@ -44,21 +44,21 @@ class ReleaseSteps implements Serializable {
     /**
      * Runs the release (`onAgent(words, params, allowCategories)`: gpuopsExec on an agent,
      * returning its outcome), then answers every approval step it pauses at, until its result is
-     * not paused. `release`: [stepName:, command: (the CLI's words), params: (the release's CLI
-     * parameters), requesters: (FourEyes.requesters)]. Returns the last result; fails the build
-     * with the CLI's message (after the table) when the release failed or was refused.
+     * not paused. `flow`: [stepName:, command: (the CLI's words), params: (the release's CLI
+     * parameters), requesters: (FourEyes.requesters), keeps: (those of the release's parameters
+     * `release resume` takes too: {@link #kept})]. Returns the last result; fails the build with
+     * the CLI's message (after the table) when the release failed or was refused.
      */
-    static Map run(Object script, Map release, Closure onAgent) {
-        String stepName = release.stepName
-        Map result = settled(script, stepName, onAgent(release.command, release.params, SHOWN_BEFORE_FAILING) as Map)
+    static Map run(Object script, Map flow, Closure onAgent) {
+        String stepName = flow.stepName
+        Map result = settled(script, stepName, onAgent(flow.command, flow.params, SHOWN_BEFORE_FAILING) as Map)
         while (result.state == 'paused') {
-            Map answer = ask(script, release, result)
+            Map answer = ask(script, flow, result)
             if (answer.approver) {
-                Map resumed = resumeParams(release.params as Map, release.requesters as List, answer.approver as String,
-                                           null)
+                Map resumed = resumeParams(flow, answer.approver as String, null)
                 result = settled(script, stepName, onAgent(RESUME, resumed, SHOWN_BEFORE_FAILING) as Map)
             } else {
-                reject(script, release, result, answer, onAgent)
+                reject(script, flow, result, answer, onAgent)
             }
         }
         return result
@@ -81,12 +81,13 @@ class ReleaseSteps implements Serializable {
     /**
      * The approval of the step the result is paused at: [approver: id], or [problem: why not]
      * and, when the `input` itself ended (refused, timed out, the build aborted), [interrupted:
-     * what it threw]. The `input` runs where this is called: outside any agent.
+     * what it threw, by: the user who pressed Abort (null: nobody did)]. The `input` runs where
+     * this is called: outside any agent.
      */
     @SuppressWarnings('CatchException')  // `input` ended unanswered: Jenkins' FlowInterruptedException
-    static Map ask(Object script, Map release, Map result) {
-        List<String> requesters = release.requesters as List
-        Map paused = (result.paused ?: [:]) as Map
+    static Map ask(Object script, Map flow, Map result) {
+        List<String> requesters = flow.requesters as List
+        Map paused = result.paused ?: [:]
         int minutes = (paused.timeout_minutes ?: DEFAULT_TIMEOUT_MINUTES) as int
         Map args = [message: question(result, requesters, minutes), ok: 'Continue']
         if (paused.approvers) {
@@ -98,31 +99,34 @@ class ReleaseSteps implements Serializable {
                 answer = FourEyes.answer(script, args, requesters)
             }
         } catch (Exception interrupted) {
-            answer = [problem: "not approved: ${reasonOf(interrupted)}".toString(), interrupted: interrupted]
+            answer = [problem: "not approved: ${reasonOf(interrupted)}".toString(), interrupted: interrupted,
+                      by: rejecterOf(interrupted)]
         }
         return answer
     }
 
     /**
-     * `release resume --reject`: restores the previous release, then stops the build: with what
+     * `release resume --reject`: the previous release restored, then the build stops: with what
      * the `input` threw (ABORTED, as a refused or timed-out approval ends today), or with the
-     * four-eyes error. A reject the CLI could not carry out fails the build with its message.
+     * four-eyes error. When the CLI did not reject it (its record did not end `failed`: refused,
+     * bad input, unreachable), the build fails saying the release stays paused.
      */
-    static void reject(Object script, Map release, Map result, Map answer, Closure onAgent) {
-        String stepName = release.stepName
-        String why = "approval step ${stepOf(result)} in Jenkins: ${answer.problem}"
-        Map rejected = resumeParams(release.params as Map, release.requesters as List, null, why)
-        Map outcome = onAgent(RESUME, rejected, SHOWN_BEFORE_FAILING) as Map
-        String shown = table(stepName, (outcome.result ?: [:]) as Map)
+    static void reject(Object script, Map flow, Map waiting, Map answer, Closure onAgent) {
+        String stepName = flow.stepName
+        String why = "approval step ${stepOf(waiting)} in Jenkins: ${answer.problem}"
+        Map rejected = resumeParams(flow, answer.by as String, why)
+        Map outcome = onAgent(RESUME, rejected, failureCategories()) as Map
+        Map result = (outcome.result ?: [:]) as Map
+        String shown = table(stepName, result)
         if (shown) {
             script.echo(shown)
         }
-        if (!outcome.ok && outcome.verdict != 'refused') {
-            StepParams.settle(script, stepName, outcome, 'fail')  // the restore itself failed
+        Map error = (outcome.error ?: [:]) as Map
+        if (result.state != 'failed') {
+            script.error(notRejected(stepName, answer.problem as String, waiting, error, outcome.verdict as String))
         }
-        String restored = outcome.error?.message ?: "release #${recordOf(result)} stopped, the previous " +
-            'release restored'
-        String text = "[${stepName}] ${answer.problem}: ${restored} (gate-refused)"
+        String text = "[${stepName}] ${answer.problem}: ${error.message ?: 'the previous release restored'} " +
+            '(gate-refused)'
         if (answer.interrupted != null) {
             script.echo(text)
             throw (Throwable) answer.interrupted
@@ -130,21 +134,52 @@ class ReleaseSteps implements Serializable {
         script.error(text)
     }
 
-    /** The parameters of `release resume`: approved by `approver`, or rejected for `reason`. */
+    /** Every error category of the CLI: the reject's outcome comes back whatever it is. */
     @NonCPS
-    static Map resumeParams(Map release, List<String> requesters, String approver, String reason) {
+    static List<String> failureCategories() {
+        return CliContract.CATEGORIES.values().findAll { it != 'ok' } as List<String>
+    }
+
+    /** The build's error when `release resume --reject` did not restore the previous release. */
+    @NonCPS
+    static String notRejected(String stepName, String problem, Map waiting, Map error, String verdict) {
+        String said = CliContract.errorText(stepName, error, verdict)
+        String prefix = "[${stepName}] "
+        return "${prefix}${problem}; release #${recordOf(waiting)} could not be rejected: " +
+            "${said.startsWith(prefix) ? said.substring(prefix.length()) : said}\n" +
+            'It stays paused, its canary running, until `gpuops release resume --reject` or the next ' +
+            '`release promote` of the environment restores the previous release.'
+    }
+
+    /**
+     * The release's own parameters `release resume` takes as well (the environment, how to reach
+     * its cluster, the link), from the CLI's description of its commands (the JSON text of
+     * StepParams.RESOURCE); who answered and how are the approval's, never the release's.
+     */
+    @NonCPS
+    static List<String> kept(String description) {
+        List<Map> options = StepParams.options(description, RESUME)
+        return options.collect { it.name.toString() }.findAll { !ANSWER_OPTIONS.contains(it) }
+    }
+
+    /** The parameters of `release resume`: the release's environment and cluster options, who
+     * asked, and who answered (`approver`); with a `reason`, rejected. */
+    @NonCPS
+    static Map resumeParams(Map flow, String approver, String reason) {
+        Map given = flow.params as Map
         Map params = [:]
-        RESUME_KEEPS.each { String key ->
-            if (release.containsKey(key)) {
-                params.put(key, release.get(key))
+        (flow.keeps as List).each { Object key ->
+            if (given.containsKey(key)) {
+                params.put(key, given.get(key))
             }
         }
-        if (requesters) {
-            params.requested_by = new ArrayList<String>(requesters)
+        if (flow.requesters) {
+            params.requested_by = new ArrayList<String>(flow.requesters as List)
         }
         if (approver) {
             params.approved_by = approver
-        } else {
+        }
+        if (reason != null) {
             params.reject = true
             params.reason = clean(reason, REASON_LIMIT)
         }
@@ -154,7 +189,7 @@ class ReleaseSteps implements Serializable {
     /** The `input`'s question: which release, which step, who asked, what no answer does. */
     @NonCPS
     static String question(Map result, List<String> requesters, int minutes) {
-        Map wanted = (result.wanted ?: [:]) as Map
+        Map wanted = result.wanted ?: [:]
         String what = [wanted.tag, wanted.model ? "model ${wanted.model}" : null].findAll().join(', ')
         String by = requesters ? " Requested by ${requesters.join(', ')}, who cannot approve it." : ''
         return "Release #${recordOf(result)} (${what} to ${result.environment}) is paused at step " +
@@ -162,17 +197,19 @@ class ReleaseSteps implements Serializable {
             "within ${minutes} minutes, restores the previous release."
     }
 
+    /** The release's number: its record, else the paused record's. */
     @NonCPS
     static Object recordOf(Map result) {
-        Map release = (result.release ?: [:]) as Map
-        Map paused = (result.paused ?: [:]) as Map
-        return release.number ?: paused.record ?: '?'
+        Map record = result.release ?: [:]
+        Map paused = result.paused ?: [:]
+        return record.number ?: paused.record ?: '?'
     }
 
+    /** The step the release is paused at, numbered from 1 as the CLI says it. */
     @NonCPS
     static Object stepOf(Map result) {
-        Map paused = (result.paused ?: [:]) as Map
-        return paused.step == null ? '?' : paused.step
+        Map paused = result.paused ?: [:]
+        return paused.step instanceof Number ? ((Number) paused.step).intValue() + 1 : '?'
     }
 
     @NonCPS
@@ -188,16 +225,32 @@ class ReleaseSteps implements Serializable {
     @NonCPS
     static String reasonOf(Throwable thrown) {
         List<String> said = []
-        if (thrown.metaClass.respondsTo(thrown, 'getCauses')) {
-            thrown.causes.each { Object cause ->
-                Object text = cause?.metaClass?.respondsTo(cause, 'getShortDescription') ? cause.shortDescription : null
-                if (text) {
-                    said.add(text.toString())
-                }
+        causesOf(thrown).each { Object cause ->
+            Object text = cause.metaClass.respondsTo(cause, 'getShortDescription') ? cause.shortDescription : null
+            if (text) {
+                said.add(text.toString())
             }
         }
         String text = said ? said.join('; ') : (thrown.message ?: thrown.class.simpleName)
         return clean(text, REASON_LIMIT)
+    }
+
+    /** The user id of who pressed Abort (pipeline-input-step's Rejection cause); null: nobody. */
+    @NonCPS
+    static String rejecterOf(Throwable thrown) {
+        for (Object cause in causesOf(thrown)) {
+            Object user = cause.metaClass.respondsTo(cause, 'getUser') ? cause.user : null
+            if (user?.id) {
+                return user.id.toString()
+            }
+        }
+        return null
+    }
+
+    @NonCPS
+    static List causesOf(Throwable thrown) {
+        Object causes = thrown.metaClass.respondsTo(thrown, 'getCauses') ? thrown.causes : null
+        return causes instanceof Collection ? ((Collection) causes).findAll { it != null } as List : []
     }
 
     /** One line of at most `limit` characters: control characters become spaces. */
@@ -216,8 +269,9 @@ class ReleaseSteps implements Serializable {
 
     /**
      * The steps of a release result as a table (null: the result has none): the release, its
-     * state, then one row per step: index, kind, state, started, finished and its detail; an
-     * analysis adds its name, provider, failed and taken measurements and verdict.
+     * state, then one row per step: its number (from 1, as the CLI's progress lines say it;
+     * `all` for the last), kind, state, started, finished and its detail; an analysis adds its
+     * name, provider, failed and taken measurements and verdict.
      */
     @NonCPS
     static String table(String stepName, Map result) {
@@ -256,7 +310,9 @@ class ReleaseSteps implements Serializable {
         if (step.detail) {
             detail.add(step.detail.toString())
         }
-        return [cell(step.index), cell(step.kind), cell(step.state), cell(step.started), cell(step.finished),
+        String number = step.kind == 'all' ? 'all' : (step.index instanceof Number ?
+            (((Number) step.index).intValue() + 1).toString() : '-')
+        return [number, cell(step.kind), cell(step.state), cell(step.started), cell(step.finished),
                 clean(detail.join('; '), DETAIL_LIMIT) ?: '-']
     }
 

@@ -3,8 +3,9 @@ package org.gpuops
 /**
  * The stand-in for what Jenkins' `input` throws when a user presses Abort: workflow-step-api's
  * FlowInterruptedException (result ABORTED) with one cause, the input step's Rejection, whose
- * short description is "Rejected by <user>" (pipeline-input-step's Rejection). Only what the
- * library reads is modelled: getCauses() and each cause's getShortDescription().
+ * short description is "Rejected by <user>" and whose getUser() is that user (pipeline-input-step's
+ * Rejection). Only what the library reads is modelled: getCauses(), each cause's
+ * getShortDescription() and the Rejection's getUser().getId() (hudson.model.User: a Map here).
  */
 class InputRejected extends PipelineFailure {
 
@@ -33,6 +34,10 @@ class InputRejected extends PipelineFailure {
 
         String getShortDescription() {
             return "Rejected by ${userId}"
+        }
+
+        Map getUser() {
+            return [id: userId]
         }
 
     }

@@ -21,6 +21,13 @@ class JenkinsfileProgressiveTest extends RecordedJenkinsfileTest {
     /** The answers to `release resume`, in order. */
     List<Map> resumed = []
 
+    /** `release resume --reject`: the previous release restored, the record ended `failed`. */
+    static Map restored(String by) {
+        return [exit: 3, result: [state: 'failed', release: [number: 4, tag: '44']],
+                error: [category: 'gate-refused', message: "release #4 (44) to production failed at step 2 " +
+                    "(approval): ${by ? "rejected by ${by}" : 'rejected'}; rolled back to #3 43".toString()]]
+    }
+
     static Map paused(int step, List<String> approvers, int minutes) {
         return [state: 'paused', environment: 'production', release: [number: 4, tag: '44'],
                 wanted: [tag: '44', digest: 'sha256:cd', image: 'harbor.example.com/ai/infer', model: null],
@@ -53,23 +60,23 @@ class JenkinsfileProgressiveTest extends RecordedJenkinsfileTest {
 
         assertEquals(built.error, 'SUCCESS', built.result)
         assertEquals(['headroom check', 'release promote', 'release promote', 'release resume'], calls*.command)
-        assertEquals([approved_by: 'carol', environment: 'production', requested_by: ['developer']],
-            calls.last().params.sort())
+        assertEquals([approved_by: 'carol', environment: 'production', link: env.BUILD_URL,
+                      requested_by: ['developer']], calls.last().params.sort())
         assertEquals('the step\'s own 240 minutes, nothing shorter around it', [[240L]], timeoutsAtInput)
         assertEquals('an agent for each CLI call', ['gpuops', 'gpuops', 'gpuops', 'gpuops'], agents*.label)
         assertEquals('the resume under the release lock', LOCK, agents.last().lock)
         assertTrue(shim.refusedApprovals.isEmpty())
         assertTrue(echoed.join('\n'), echoed.contains('[promoteTag] release #4: paused\n' +
             '  #  STEP      STATE   STARTED               FINISHED              DETAIL\n' +
-            '  0  replicas  passed  2026-05-04T10:00:00Z  2026-05-04T10:00:30Z  1 of 4 replicas on the canary\n' +
-            '  1  approval  paused  2026-05-04T10:01:00Z  -                     -'))
+            '  1  replicas  passed  2026-05-04T10:00:00Z  2026-05-04T10:00:30Z  1 of 4 replicas on the canary\n' +
+            '  2  approval  paused  2026-05-04T10:01:00Z  -                     -'))
         assertTrue(echoed.contains('release #4 of 44 to production: succeeded'))
     }
 
     @Test
     void anApprovalStepNobodyAllowedGivesEndsTheBuildAbortedAfterTheReject() {
         approver = 'mallory'  // not among the step's approvers: Jenkins refuses the answer
-        resumed = [[exit: 3, error: [category: 'gate-refused', message: 'release #4 rejected at step 1: restored #3']]]
+        resumed = [restored(null)]
 
         Map built = release(APP_ENV: 'production')
 
@@ -79,23 +86,24 @@ class JenkinsfileProgressiveTest extends RecordedJenkinsfileTest {
         assertEquals(TimeUnit.MINUTES.toMillis(240), shim.clock.now)
         Map reject = calls.last()
         assertEquals('release resume', reject.command)
-        assertEquals([environment: 'production', reason: 'approval step 1 in Jenkins: not approved: Timeout has ' +
-            'been exceeded', reject: true, requested_by: ['developer']], reject.params.sort())
-        assertTrue(echoed.contains('[promoteTag] not approved: Timeout has been exceeded: release #4 rejected at ' +
-            'step 1: restored #3 (gate-refused)'))
+        assertEquals([environment: 'production', link: env.BUILD_URL, reason: 'approval step 2 in Jenkins: not ' +
+            'approved: Timeout has been exceeded', reject: true, requested_by: ['developer']], reject.params.sort())
+        assertTrue(echoed.join('\n'), echoed.contains('[promoteTag] not approved: Timeout has been exceeded: ' +
+            'release #4 (44) to production failed at step 2 (approval): rejected; rolled back to #3 43 (gate-refused)'))
         assertEquals(['ABORTED'], shim.stageLog.findAll { it.stage == 'Release' }*.status)
     }
 
     @Test
     void anAbortByAnApproverRejectsAtOnce() {
         answers = [[abortedBy: 'carol']]
-        resumed = [[exit: 3, error: [category: 'gate-refused', message: 'release #4 rejected at step 1: restored #3']]]
+        resumed = [restored('carol')]
 
         Map built = release(APP_ENV: 'production')
 
         assertEquals('ABORTED', built.result)
         assertEquals(0L, shim.clock.now)
-        assertEquals('approval step 1 in Jenkins: not approved: Rejected by carol', calls.last().params.reason)
+        assertEquals('approval step 2 in Jenkins: not approved: Rejected by carol', calls.last().params.reason)
+        assertEquals('carol', calls.last().params.approved_by)
         assertTrue(console.contains('Rejected by carol'))
     }
 

@@ -15,8 +15,12 @@ import org.junit.Test
  * each `approval` step the release pauses at: an `input` outside any agent and inside the
  * target's lock, submitter = the step's approvers, timeout = its timeout_minutes, four eyes;
  * then `release resume` on an agent (approved), or `release resume --reject` (refused, timed
- * out, four eyes) and the build stops. The CLI's answers follow the design's result document
- * (ISSUE20-DESIGN.md, section 5).
+ * out, four eyes) and the build stops. The CLI's answers are its result documents (gpuops
+ * describe: `steps`, `paused` with the step's index from 0; numbered from 1 where shown, as the
+ * CLI's own lines do); `release resume --reject` restores (the record ends `failed`, exit 3).
+ * The CLI today requires --approved-by with --reject (who answered); where nobody answered (a
+ * timeout, four eyes, no requester) the step sends none, as the design has it (section 5), and
+ * fails saying the release stays paused when the CLI refuses that (NO_APPROVER).
  */
 class PromoteTagStepsTest extends GpuOpsPipelineTest {
 
@@ -112,13 +116,21 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
                                                         record: 8]])
     }
 
-    /** `release resume --reject`'s answer: the previous release restored, exit 3, verdict refused. */
-    static Map restored(int step, List<Map> steps) {
-        return [exit: 3, verdict: 'refused', result: done('refused', steps),
-                error: [category: 'gate-refused',
-                        message: "release #8 (1.5.0) to production rejected at step ${step}: restored #7 1.4.0"
-                            .toString()]]
+    /** `release resume --reject`'s answer: the previous release restored (the record ends
+     *  `failed`), exit 3, verdict refused; `step` its index. */
+    static Map restored(int step, List<Map> steps, String by = null) {
+        String detail = by ? "rejected by ${by}" : 'rejected'
+        return [exit: 3, verdict: 'refused', result: done('failed', steps),
+                error: [category: 'gate-refused', hint: 'release again when it may go on',
+                        message: "release #8 (1.5.0) to production failed at step ${step + 1} (approval): " +
+                            "${detail}; rolled back to #7 1.4.0".toString()]]
     }
+
+    /** What `release resume --reject` without --approved-by gets from the CLI today (exit 2,
+     *  before any cluster is read: the release stays paused). */
+    static final Map NO_APPROVER = [exit: 2, verdict: 'failed', result: null,
+        error: [category: 'invalid-input', field: 'approved_by', message: "Missing option '--approved-by'.",
+                hint: "see 'gpuops release resume --help'"]].asImmutable()
 
     List<Map> resumes() {
         return calls.findAll { it.command == 'resume' }
@@ -158,13 +170,14 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
         assertTrue('no approval: nobody is asked', inputs.isEmpty())
         assertEquals([
             '[promoteTag] release #8: succeeded',
-            '  #  STEP      STATE   STARTED               FINISHED              DETAIL',
-            '  0  replicas  passed  2026-05-04T10:00:00Z  2026-05-04T10:00:30Z  1 of 4 replicas on the canary ' +
+            '  #    STEP      STATE   STARTED               FINISHED              DETAIL',
+            '  1    replicas  passed  2026-05-04T10:00:00Z  2026-05-04T10:00:30Z  1 of 4 replicas on the canary ' +
                 'infer-canary',
-            '  1  pause     passed  2026-05-04T10:01:00Z  2026-05-04T10:01:30Z  paused 30 s',
-            '  2  analysis  passed  2026-05-04T10:02:00Z  2026-05-04T10:02:30Z  error-rate (prometheus): 0 of 3 ' +
+            '  2    pause     passed  2026-05-04T10:01:00Z  2026-05-04T10:01:30Z  paused 30 s',
+            '  3    analysis  passed  2026-05-04T10:02:00Z  2026-05-04T10:02:30Z  error-rate (prometheus): 0 of 3 ' +
                 'measurements failed; verdict passed',
-            '  3  all       passed  2026-05-04T10:03:00Z  2026-05-04T10:03:50Z  4 of 4 replicas ready; canary removed',
+            '  all  all       passed  2026-05-04T10:03:00Z  2026-05-04T10:03:50Z  4 of 4 replicas ready; canary ' +
+                'removed',
         ].join('\n'), echoed.last())
         assertEquals(1, echoed.size())
         assertJobStatusSuccess()
@@ -189,7 +202,7 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
             'measurements failed); restored #7 1.4.0 (failed)', failure.message)
         String table = echoed.last()
         assertTrue(table, table.startsWith('[promoteTag] release #8: failed\n'))
-        assertTrue(table, table.contains('  1  analysis  failed  2026-05-04T10:01:00Z  2026-05-04T10:01:30Z  ' +
+        assertTrue(table, table.contains('  2  analysis  failed  2026-05-04T10:01:00Z  2026-05-04T10:01:30Z  ' +
             'error-rate ' +
             '(prometheus): 2 of 3 measurements failed; verdict failed; error rate 0.3 > max 0.05'))
         assertJobStatusFailure()
@@ -217,7 +230,7 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
         assertEquals('release-managers,carol', asked.submitter)
         assertEquals('GPUOPS_APPROVER', asked.submitterParameter)
         assertEquals('Continue', asked.ok)
-        assertEquals('Release #8 (1.5.0 to production) is paused at step 2 (approval): continue with its remaining ' +
+        assertEquals('Release #8 (1.5.0 to production) is paused at step 3 (approval): continue with its remaining ' +
             'steps? Requested by alice, who cannot approve it. Abort, or no answer within 45 minutes, restores the ' +
             'previous release.', asked.message)
         assertEquals([[time: 45, unit: 'MINUTES']], timeouts)
@@ -231,9 +244,9 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
         // the table at the pause (for whoever approves) and after the release
         assertEquals(2, echoed.size())
         assertTrue(echoed[0], echoed[0].startsWith('[promoteTag] release #8: paused\n'))
-        assertTrue(echoed[0], echoed[0].endsWith('  2  approval  paused  2026-05-04T10:02:00Z  ' +
+        assertTrue(echoed[0], echoed[0].endsWith('  3  approval  paused  2026-05-04T10:02:00Z  ' +
             '-                     -'))
-        assertTrue(echoed[1], echoed[1].contains('  2  approval  passed  2026-05-04T10:02:00Z  ' +
+        assertTrue(echoed[1], echoed[1].contains('  3    approval  passed  2026-05-04T10:02:00Z  ' +
             '2026-05-04T10:02:40Z  -'))
         assertJobStatusSuccess()
     }
@@ -260,26 +273,27 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
     void aRefusedApprovalRejectsTheReleaseWhichRestoresThePreviousAndTheBuildIsAborted() {
         List<Map> before = [replicas(0, 'passed'), approval(1, 'paused')]
         promoted = [result: paused(1, ['release-managers'], 30, before)]
-        resumed = [restored(1, before.take(1) + [approval(1, 'failed')])]
+        resumed = [restored(1, before.take(1) + [approval(1, 'failed')], 'carol')]
         answers = [[abortedBy: 'carol']]
 
         Throwable failure = stopped(CONFIG)
 
         assertTrue('the input\'s own interruption: ABORTED as Jenkins makes it', failure instanceof InputRejected)
-        assertEquals([[requested_by: ['developer'], reject: true,
-                       reason: 'approval step 1 in Jenkins: not approved: Rejected by carol']],
+        assertEquals('who pressed Abort answered the step', [[requested_by: ['developer'], approved_by: 'carol',
+            reject: true, reason: 'approval step 2 in Jenkins: not approved: Rejected by carol']],
             resumes().collect { whoOf(it) })
         assertEquals('production', resumes()[0].params.environment)
-        assertFalse(resumes()[0].params.containsKey('approved_by'))
         assertEquals('the reject runs on an agent, under the lock',
             ['gpuops-3', LOCK], [resumes()[0].node, resumes()[0].lock])
-        assertEquals('[promoteTag] not approved: Rejected by carol: release #8 (1.5.0) to production rejected at ' +
-            'step 1: restored #7 1.4.0 (gate-refused)', echoed.last())
-        assertTrue(echoed[1], echoed[1].startsWith('[promoteTag] release #8: refused\n'))
+        assertEquals('[promoteTag] not approved: Rejected by carol: release #8 (1.5.0) to production failed at ' +
+            'step 2 (approval): rejected by carol; rolled back to #7 1.4.0 (gate-refused)', echoed.last())
+        assertTrue(echoed[1], echoed[1].startsWith('[promoteTag] release #8: failed\n'))
+        assertTrue(echoed[1], echoed[1].contains('  2  approval  failed'))
     }
 
     @Test
-    void anApprovalNobodyGivesInItsTimeRejectsTheRelease() {
+    void anApprovalNobodyGivesInItsTimeIsRejectedWithoutAnApprover() {
+        // the design's contract (section 5): --reject needs nobody who answered
         promoted = [result: paused(1, ['release-managers'], 15, [replicas(0, 'passed'), approval(1, 'paused')])]
         resumed = [restored(1, [])]
         approver = null
@@ -288,11 +302,26 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
 
         assertEquals('Timeout has been exceeded', failure.message)
         assertEquals('the step\'s own timeout_minutes', [[time: 15, unit: 'MINUTES']], timeouts)
-        assertEquals([requested_by: ['developer'], reject: true,
-                      reason: 'approval step 1 in Jenkins: not approved: Timeout has been exceeded'],
-            whoOf(resumes()[0]))
-        assertTrue(echoed.last(), echoed.last().startsWith('[promoteTag] not approved: Timeout has been exceeded: ' +
-            'release #8 (1.5.0) to production rejected at step 1'))
+        assertEquals('nobody answered: no approver is made up', [requested_by: ['developer'], reject: true,
+            reason: 'approval step 2 in Jenkins: not approved: Timeout has been exceeded'], whoOf(resumes()[0]))
+        assertEquals('[promoteTag] not approved: Timeout has been exceeded: release #8 (1.5.0) to production ' +
+            'failed at step 2 (approval): rejected; rolled back to #7 1.4.0 (gate-refused)', echoed.last())
+    }
+
+    @Test
+    void whereTheCliRefusesARejectWithoutAnApproverTheBuildFailsSayingTheReleaseStaysPaused() {
+        // the CLI at prog's b7daf0a: --approved-by is required with --reject (exit 2)
+        promoted = [result: paused(1, ['release-managers'], 15, [replicas(0, 'passed'), approval(1, 'paused')])]
+        resumed = [NO_APPROVER]
+        approver = null
+
+        Throwable failure = stopped(CONFIG)
+
+        assertEquals('[promoteTag] not approved: Timeout has been exceeded; release #8 could not be rejected: ' +
+            "approvedBy: Missing option '--approved-by'. (invalid-input)\nHint: see 'gpuops release resume " +
+            "--help'\nIt stays paused, its canary running, until `gpuops release resume --reject` or the next " +
+            '`release promote` of the environment restores the previous release.', failure.message)
+        assertJobStatusFailure()
     }
 
     // ---- several approval steps --------------------------------------------------------------
@@ -312,8 +341,10 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
         assertEquals(finished, result)
         assertEquals(['promote', 'promote', 'resume', 'resume'], calls*.command)
         assertEquals(['release-managers', 'sre-leads,dave'], inputs*.submitter)
+        assertTrue(inputs[0].message,
+            inputs[0].message.startsWith('Release #8 (1.5.0 to production) is paused at step 2 (approval)'))
         assertTrue(inputs[1].message,
-            inputs[1].message.startsWith('Release #8 (1.5.0 to production) is paused at step 3'))
+            inputs[1].message.startsWith('Release #8 (1.5.0 to production) is paused at step 4 (approval)'))
         assertEquals([[time: 30, unit: 'MINUTES'], [time: 90, unit: 'MINUTES']], timeouts)
         assertEquals([false, false], inputs*.agentHeld)
         assertEquals([LOCK, LOCK], inputs*.lock)
@@ -328,15 +359,15 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
     @Test
     void theSecondApprovalRefusedAfterTheFirstWasGiven() {
         promoted = [result: paused(1, ['release-managers'], 30, [])]
-        resumed = [[result: paused(3, ['release-managers'], 30, [])], restored(3, [])]
-        answers = ['bob', [abortedBy: 'bob']]
+        resumed = [[result: paused(3, ['release-managers'], 30, [])], restored(3, [], 'carol')]
+        answers = ['bob', [abortedBy: 'carol']]
 
         Throwable failure = stopped(CONFIG)
 
         assertTrue(failure instanceof InputRejected)
         assertEquals([[requested_by: ['developer'], approved_by: 'bob'],
-                      [requested_by: ['developer'], reject: true,
-                       reason: 'approval step 3 in Jenkins: not approved: Rejected by bob']],
+                      [requested_by: ['developer'], approved_by: 'carol', reject: true,
+                       reason: 'approval step 4 in Jenkins: not approved: Rejected by carol']],
             resumes().collect { whoOf(it) })
     }
 
@@ -353,11 +384,10 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
 
         String refusal = 'Alice cannot approve what alice requested (four eyes: the requester never approves; ' +
             'someone else among the approvers must)'
-        assertEquals(("[promoteTag] ${refusal}: release #8 (1.5.0) to production rejected at step 2: restored #7 " +
-            '1.4.0 (gate-refused)').toString(), failure.message)
-        assertEquals([[requested_by: ['alice'], reject: true,
-                       reason: "approval step 2 in Jenkins: ${refusal}".toString()]],
-            resumes().collect { whoOf(it) })
+        assertEquals(("[promoteTag] ${refusal}: release #8 (1.5.0) to production failed at step 3 (approval): " +
+            'rejected; rolled back to #7 1.4.0 (gate-refused)').toString(), failure.message)
+        assertEquals('the requester is not sent as who answered', [[requested_by: ['alice'], reject: true,
+            reason: "approval step 3 in Jenkins: ${refusal}".toString()]], resumes().collect { whoOf(it) })
         assertEquals(1, inputs.size())
         assertJobStatusFailure()
     }
@@ -372,10 +402,10 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
 
         assertTrue(failure.message, failure.message.startsWith('[promoteTag] four eyes needs to know who asked for ' +
             'this release: start it as a user'))
-        assertTrue(failure.message, failure.message.endsWith('rejected at step 2: restored #7 1.4.0 (gate-refused)'))
+        assertTrue(failure.message, failure.message.endsWith('rejected; rolled back to #7 1.4.0 (gate-refused)'))
         assertTrue('nobody to compare with: no input', inputs.isEmpty())
-        assertEquals([true], resumes()*.params*.reject)
-        assertFalse(resumes()[0].params.containsKey('requested_by'))
+        assertEquals([[reject: true, reason: 'approval step 3 in Jenkins: ' + FourEyes.NO_REQUESTER]],
+            resumes().collect { whoOf(it) })
     }
 
     // ---- what the CLI says after an approval ----------------------------------------------------
@@ -384,27 +414,57 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
     void aStepFailingAfterTheApprovalFailsTheBuildWithTheCliMessage() {
         promoted = [result: paused(1, ['release-managers'], 30, [])]
         resumed = [[exit: 1, verdict: 'failed', result: done('failed', [approval(1, 'passed'), analysis(2, 'failed')]),
-                    error: [category: 'failed', message: 'release #8 failed at step 2; restored #7 1.4.0']]]
+                    error: [category: 'failed', message: 'release #8 failed at step 3; rolled back to #7 1.4.0']]]
 
         Throwable failure = stopped(CONFIG)
 
-        assertEquals('[promoteTag] release #8 failed at step 2; restored #7 1.4.0 (failed)', failure.message)
-        assertTrue(echoed.last(), echoed.last().contains('  2  analysis  failed'))
+        assertEquals('[promoteTag] release #8 failed at step 3; rolled back to #7 1.4.0 (failed)', failure.message)
+        assertTrue(echoed.last(), echoed.last().contains('  3  analysis  failed'))
         assertEquals(1, resumes().size())
     }
 
     @Test
-    void aRejectTheCliCannotCarryOutFailsTheBuildWithItsMessage() {
+    void aRejectTheCliCannotCarryOutFailsTheBuildSayingTheReleaseStaysPaused() {
         promoted = [result: paused(1, ['release-managers'], 30, [])]
-        resumed = [[exit: 4, error: [category: 'unreachable', message: 'https://127.0.0.1:6443: connection refused',
-                                     hint: 'the release stays paused; the next release promote restores it']]]
-        approver = null
+        resumed = [[exit: 4, error: [category: 'unreachable', message: 'https://127.0.0.1:6443: connection refused']]]
+        answers = [[abortedBy: 'carol']]
 
         Throwable failure = stopped(CONFIG)
 
-        assertEquals('[promoteTag] https://127.0.0.1:6443: connection refused (unreachable)\nHint: the release stays ' +
-            'paused; the next release promote restores it', failure.message)
-        assertFalse('nothing claims a restore', echoed.any { it.contains('not approved') })
+        assertEquals('[promoteTag] not approved: Rejected by carol; release #8 could not be rejected: ' +
+            'https://127.0.0.1:6443: connection refused (unreachable)\nIt stays paused, its canary running, until ' +
+            '`gpuops release resume --reject` or the next `release promote` of the environment restores the ' +
+            'previous release.', failure.message)
+        assertFalse('nothing claims a restore', echoed.any { it.contains('rolled back') })
+    }
+
+    @Test
+    void aRejectFourEyesRefusesRestoresNothingAndSaysSo() {
+        // the CLI refuses before it reads the release (its result state refused, nothing restored)
+        startedBy('alice')
+        promoted = [result: paused(1, ['release-managers'], 30, [])]
+        resumed = [[exit: 3, verdict: 'refused', result: [state: 'refused'], error: [category: 'gate-refused',
+            message: 'production: alice cannot approve a release that alice requested (four eyes: the requester ' +
+                'never approves)']]]
+        answers = [[abortedBy: 'alice']]
+
+        Throwable failure = stopped(CONFIG)
+
+        assertTrue(failure.message, failure.message.startsWith('[promoteTag] not approved: Rejected by alice; ' +
+            'release #8 could not be rejected: production: alice cannot approve'))
+        assertTrue(failure.message, failure.message.endsWith('restores the previous release.'))
+        assertEquals('alice', resumes()[0].params.approved_by)
+    }
+
+    @Test
+    void theStepsAreNumberedFromOneAsTheCliSaysThemAndAReasonIsOneLine() {
+        assertEquals('2', ReleaseSteps.row([index: 1, kind: 'pause', state: 'passed'])[0])
+        assertEquals('all', ReleaseSteps.row([index: 4, kind: 'all', state: 'passed'])[0])
+        assertEquals('a b c', ReleaseSteps.clean('a\nb\t\u0007c', 10))
+        assertEquals('abcdefg...', ReleaseSteps.clean('abcdefghijkl', 10))
+        assertEquals('Rejected by bob', ReleaseSteps.reasonOf(new InputRejected('bob')))
+        assertEquals('bob', ReleaseSteps.rejecterOf(new InputRejected('bob')))
+        assertNull(ReleaseSteps.rejecterOf(new PipelineFailure('Timeout has been exceeded')))
     }
 
     @Test
