@@ -108,8 +108,9 @@ class ReleaseSteps implements Serializable {
     /**
      * `release resume --reject`: the previous release restored, then the build stops: with what
      * the `input` threw (ABORTED, as a refused or timed-out approval ends today), or with the
-     * four-eyes error. When the CLI did not reject it (its record did not end `failed`: refused,
-     * bad input, unreachable), the build fails saying the release stays paused.
+     * four-eyes error. When someone else's change ended the release meanwhile (state `aborted`),
+     * the build fails with the CLI's message; when the CLI did not reject it (its record did not
+     * end: refused, bad input, unreachable), saying the release stays paused.
      */
     static void reject(Object script, Map flow, Map waiting, Map answer, Closure onAgent) {
         String stepName = flow.stepName
@@ -122,6 +123,9 @@ class ReleaseSteps implements Serializable {
             script.echo(shown)
         }
         Map error = (outcome.error ?: [:]) as Map
+        if (result.state == 'aborted') {
+            StepParams.settle(script, stepName, outcome, 'fail')  // someone else's change ended it: the CLI says
+        }
         if (result.state != 'failed') {
             script.error(notRejected(stepName, answer.problem as String, waiting, error, outcome.verdict as String))
         }

@@ -25,7 +25,7 @@ class JenkinsfileProgressiveTest extends RecordedJenkinsfileTest {
     static Map restored(String by) {
         return [exit: 3, result: [state: 'failed', release: [number: 4, tag: '44']],
                 error: [category: 'gate-refused', message: "release #4 (44) to production failed at step 2 " +
-                    "(approval): ${by ? "rejected by ${by}" : 'rejected'}; rolled back to #3 43".toString()]]
+                    "(approval): ${by ? "rejected by ${by}" : 'rejected'}; rolled back to #3 43"]]
     }
 
     static Map paused(int step, List<String> approvers, int minutes) {

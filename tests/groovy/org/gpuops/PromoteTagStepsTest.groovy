@@ -439,6 +439,21 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void aReleaseSomeoneElseChangedWhileItWaitedFailsWithTheCliMessage() {
+        promoted = [result: paused(1, ['release-managers'], 30, [])]
+        resumed = [[exit: 1, verdict: 'failed', result: done('aborted', []), error: [category: 'failed',
+            message: 'release #8 aborted: infer was changed by kubectl-set while the release waited on its approval']]]
+        answers = [[abortedBy: 'carol']]
+
+        Throwable failure = stopped(CONFIG)
+
+        assertEquals('[promoteTag] release #8 aborted: infer was changed by kubectl-set while the release waited on ' +
+            'its approval (failed)', failure.message)
+        assertFalse('no claim of a restore or of a paused release',
+            echoed.any { it.contains('rolled back') || it.contains('stays paused') })
+    }
+
+    @Test
     void aRejectFourEyesRefusesRestoresNothingAndSaysSo() {
         // the CLI refuses before it reads the release (its result state refused, nothing restored)
         startedBy('alice')
