@@ -6,6 +6,8 @@ import org.gpuops.ReleaseFlow
 // image suits the node class, GPU headroom for the surge pods), the approval when the environment
 // needs one (input outside any agent), then the release inside lock(<target>) on an agent: set
 // by digest, watched, rolled back by itself when the rollout fails, recorded in the history.
+// A progressive strategy's steps show as a table; each approval step it pauses at is another
+// input outside any agent, then `release resume` (or --reject) on an agent (ReleaseSteps).
 // Every other parameter is an option of the CLI command in camelCase (promoteTag.txt).
 @Field final String STEP_NAME = 'promoteTag'
 @Field final List COMMAND = ['release', 'promote']

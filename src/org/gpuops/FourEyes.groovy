@@ -27,6 +27,13 @@ class FourEyes implements Serializable {
     /** Jenkins' technical ids: never a person, so never a requester or an approver. */
     static final List<String> TECHNICAL_IDS = ['anonymous', 'SYSTEM'].asImmutable()
 
+    /** What the step says when four eyes stops an approval before anything changed. */
+    static final String NOTHING_CHANGED = 'nothing was changed'
+
+    /** Why four eyes needs a requester (a build no user started names nobody). */
+    static final String NO_REQUESTER = 'four eyes needs to know who asked for this release: start it as a user ' +
+        '(Build with Parameters), or from a job a user started; a timer, SCM or remote-token trigger names nobody'
+
     /** Who asked for this build: the user ids of its user causes and of every upstream build's,
      * each once, in order; empty when no user started any of them (timer, SCM, remote token). */
     static List<String> requesters(Object script) {
@@ -90,30 +97,45 @@ class FourEyes implements Serializable {
      * with; after, when the approver is a requester, a technical id, or when Jenkins gave no id.
      */
     static String approve(Object script, String stepName, Map args, List<String> requesters) {
+        Map answer = answer(script, args, requesters)
+        if (answer.problem) {
+            script.error("[${stepName}] ${answer.problem}: ${NOTHING_CHANGED} (gate-refused)")
+        }
+        return answer.approver
+    }
+
+    /**
+     * {@link #approve} without failing the step: [approver: id] when a person other than the
+     * requesters approved, else [problem: why not] (no requester known: `input` is not asked).
+     * An `input` that is refused or times out throws as `input` does.
+     */
+    static Map answer(Object script, Map args, List<String> requesters) {
         if (!requesters) {
-            script.error("[${stepName}] four eyes needs to know who asked for this release: start it as a user " +
-                '(Build with Parameters), or from a job a user started; a timer, SCM or remote-token trigger ' +
-                'names nobody: nothing was changed (gate-refused)')
+            return [problem: NO_REQUESTER]
         }
         Map asked = new LinkedHashMap(args)
         asked.submitterParameter = 'GPUOPS_APPROVER'
         Object answer = script.input(asked)
         String approver = answer == null ? null : answer.toString()
+        String problem = problemWith(approver, requesters)
+        return problem ? [problem: problem] : [approver: approver]
+    }
+
+    /** Why `approver` (what `input` returned) cannot approve what `requesters` asked; null: it can. */
+    @NonCPS
+    static String problemWith(String approver, List<String> requesters) {
         if (!approver || !(approver ==~ USER_ID)) {
-            script.error("[${stepName}] the approval did not name a Jenkins user id " +
-                "(${approver == null ? 'none' : 'not an id'}): nothing was changed (gate-refused)")
+            return "the approval did not name a Jenkins user id (${approver == null ? 'none' : 'not an id'})"
         }
         if (isTechnical(approver)) {
-            script.error("[${stepName}] ${approver} is a technical id, not a person: it cannot approve (four " +
-                'eyes): nothing was changed (gate-refused)')
+            return "${approver} is a technical id, not a person: it cannot approve (four eyes)"
         }
         String requester = sameAs(approver, requesters)
         if (requester) {
-            script.error("[${stepName}] ${approver} cannot approve what ${requester} requested (four eyes: " +
-                'the requester never approves; someone else among the approvers must): nothing was changed ' +
-                '(gate-refused)')
+            return "${approver} cannot approve what ${requester} requested (four eyes: the requester never " +
+                'approves; someone else among the approvers must)'
         }
-        return approver
+        return null
     }
 
 }

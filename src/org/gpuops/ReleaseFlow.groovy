@@ -9,7 +9,10 @@ package org.gpuops
  *    {@link FourEyes}: refused when no requester is known); the names go to the CLI
  *    (requested_by, a list; approved_by), which checks them again and records them;
  * 3. the release on an agent inside `lock(resource: <target>)`: one release per target at a
- *    time in this Jenkins (the CLI's Lease in the cluster covers every other caller).
+ *    time in this Jenkins (the CLI's Lease in the cluster covers every other caller); with a
+ *    progressive strategy, inside the same lock, each `approval` step it pauses at is asked
+ *    outside any agent and resumed (or rejected) on an agent again ({@link ReleaseSteps}), and
+ *    the steps are shown as a table.
  * Every decision is the CLI's (the four-eyes check is also made here, so that a requester's
  * approval never reaches an agent); this class only orders Jenkins steps around it.
  */
@@ -59,13 +62,21 @@ class ReleaseFlow implements Serializable {
             // S-24: the node change updateGpuNodes made earlier in this build goes on the record
             params.cli.node_change = script.env[NodeSteps.NODE_CHANGE_VARIABLE].toString()
         }
-        return run(script, stepName, params.step, params.cli) { Map values ->
-            script.gpuopsExec(stepName: stepName, command: command, params: values, credentials: credentials).result
+        return run(script, params.step, params.cli) { List words, Map values, List allow ->
+            script.gpuopsExec(stepName: stepName, command: words, params: values, credentials: credentials,
+                              allowCategories: allow)
         }
     }
 
-    /** Plans, asks for the approval when the environment needs one, and releases under the lock. */
-    static Map run(Object script, String stepName, Map step, Map cli, Closure exec) {
+    /**
+     * Plans, asks for the approval when the environment needs one, and releases under the lock
+     * (with the approvals of a progressive strategy's steps). `exec(words, params, allowCategories)`
+     * runs `gpuops <words>` (gpuopsExec) and returns its outcome; the script's STEP_NAME and
+     * COMMAND name the step and its command.
+     */
+    static Map run(Object script, Map step, Map cli, Closure exec) {
+        String stepName = script.STEP_NAME
+        List command = script.COMMAND
         if (cli.containsKey('approved_by')) {
             script.error("[${stepName}] approvedBy is not a parameter you set: ${stepName} asks for the " +
                 'approval (input) and passes the approver on (invalid-input)')
@@ -80,12 +91,14 @@ class ReleaseFlow implements Serializable {
         }
         // withNodes: the fleet's lock too, checked before anything runs
         Map fleetLock = cli.with_nodes ? withFleet(script, stepName, cli.inventory, step.fleet) : [:]
+        // what `release resume` (an approval step answered) takes of the release's parameters
+        List<String> keeps = ReleaseSteps.kept(script.libraryResource(StepParams.RESOURCE) as String)
         Map asked = new LinkedHashMap(cli)
         List<String> requesters = FourEyes.requesters(script)
         if (requesters) {
             asked.requested_by = requesters
         }
-        Map plan = onAgent(script, step) { exec(asked + [dry_run: true]) }
+        Map plan = onAgent(script, step) { exec(command, asked + [dry_run: true], []) }.result as Map
         if (cli.dry_run) {
             return plan
         }
@@ -96,7 +109,12 @@ class ReleaseFlow implements Serializable {
         }
         Map result = null
         script.lock([resource: plan.lock.resource] + fleetLock) {
-            result = onAgent(script, step) { exec(params) }
+            // the approval steps are asked inside the lock: a paused release is still running
+            Map flow = [stepName: stepName, command: command, params: params, requesters: requesters,
+                        keeps: keeps]
+            result = ReleaseSteps.run(script, flow) { List words, Map values, List allow ->
+                onAgent(script, step) { exec(words, values, allow) }
+            }
         }
         return result
     }

@@ -23,6 +23,9 @@ from gpuops.contract import error_document_schema, result_document_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE = ("release promote", "release rollback")
+#: What ReleaseSteps reads: the release's result, then each `release resume`'s (a progressive
+#: release's approval steps, issue 20).
+STEPPED = (*RELEASE, "release resume")
 #: The version document (``gpuops --output json --version``): the one document that is no
 #: command's result.
 VERSION = {"type": "object", "properties": {"version": {"type": "string"}}}
@@ -31,8 +34,14 @@ VERSION = {"type": "object", "properties": {"version": {"type": "string"}}}
 #: "result-document" (any command's result document) / "version" (whole documents) or "error"
 #: (an error document's ``error``; in CliContract also the map errorOf makes of it, whose keys
 #: errorText reads). CliContract's ``doc`` is any of these documents (verdictOf reads both).
+#: "<command>:<field>" is an item of the list at that field of the command's result (one of a
+#: release's ``steps``).
 ROOTS: dict[str, dict[str, tuple[str, ...]]] = {
     "src/org/gpuops/ReleaseFlow.groovy": {"plan": RELEASE},
+    "src/org/gpuops/ReleaseSteps.groovy": {
+        "result": STEPPED,
+        "step": tuple(f"{command}:steps" for command in STEPPED),
+    },
     "src/org/gpuops/CliContract.groovy": {
         "doc": ("error-document", "result-document", "version"),
         "error": ("error",),
@@ -67,6 +76,8 @@ def _resolve(schema: Mapping[str, Any], node: Mapping[str, Any]) -> list[Mapping
     ref = node.get("$ref")
     if isinstance(ref, str):
         return _resolve(schema, schema["$defs"][ref.rsplit("/", 1)[1]])
+    if node.get("type") == "array" and isinstance(node.get("items"), Mapping):
+        return _resolve(schema, node["items"])  # a field of a list's items
     out = []
     for alt in node.get("anyOf", []):
         out += _resolve(schema, alt)
@@ -146,7 +157,9 @@ def test_every_field_a_step_reads_from_a_document_is_declared(rel: str) -> None:
     for line, root, fields in found:
         kinds = ROOTS[rel][root]
         for kind in kinds:
-            ok = any(declared(s, fields) for s in _schemas(kind))
+            command, _, base = kind.partition(":")
+            path = [*base.split("."), *fields] if base else fields
+            ok = any(declared(s, path) for s in _schemas(command))
             if "version" in kinds:  # one variable for any of these documents
                 ok = any(declared(s, fields) for k in kinds for s in _schemas(k))
             assert ok, (
@@ -198,3 +211,28 @@ def test_the_verdict_read_of_both_documents_is_found_and_declared() -> None:
     for kind in ("result-document", "error-document"):
         assert declared(_schemas(kind)[0], ["verdict"]), kind
         assert not declared(_schemas(kind)[0], ["outcome"]), kind
+
+
+def test_the_reads_of_a_progressive_release_are_found_and_an_undeclared_one_fails() -> None:
+    roots = ROOTS["src/org/gpuops/ReleaseSteps.groovy"]
+    text = (ROOT / "src/org/gpuops/ReleaseSteps.groovy").read_text()
+    paths = {(root, ".".join(p)) for _, root, p in reads(text, roots)}
+    assert {
+        ("result", "state"),
+        ("result", "paused.timeout_minutes"),
+        ("result", "paused.approvers"),
+        ("result", "paused.step"),
+        ("result", "release.number"),
+        ("result", "steps"),
+        ("step", "kind"),
+        ("step", "failures"),
+        ("step", "measurements"),
+    } <= paths, paths
+    resume = _schemas("release resume")[1]
+    assert declared(resume, ["steps", "verdict"])
+    assert not declared(resume, ["steps", "colour"])
+    assert not declared(resume, ["paused", "deadline"])
+    fake = "Map result = x\nMap step = y\nString s = step.colour + result.paused.step\n"
+    found = [(root, p) for _, root, p in reads(fake, roots)]
+    assert ("step", ["colour"]) in found and ("result", ["paused", "step"]) in found
+    assert not declared(resume, ["steps", "colour"])

@@ -22,8 +22,12 @@ import org.yaml.snakeyaml.Yaml
  *   answer, a test's `shim.clock.elapse`); a wait past a deadline is interrupted there with
  *   Interrupted ('Timeout has been exceeded') and the build is ABORTED, as Jenkins does;
  * - `input`: only a user named in `submitter`, in one of its groups (`groups`) or an
- *   administrator (`admins`) can approve; anyone else's answer is refused and the input waits
- *   on (to its timeout: ABORTED); it returns the approver only with `submitterParameter`;
+ *   administrator (`admins`) can approve or abort (InputRejected: "Rejected by <user>", the
+ *   build ABORTED); anyone else's answer is refused and the input waits on (to its timeout:
+ *   ABORTED); it returns the approver only with `submitterParameter`;
+ * - `input` outside any agent: an `input` inside `node` (a stage's agent, a step's node block)
+ *   fails. Jenkins allows it; this is the house rule (an approval holds no executor or pod while
+ *   a person decides: docs/JENKINS-AGENT.md), checked wherever the shim runs a pipeline;
  * - `agent { kubernetes { yaml ...; defaultContainer 'x' } }`: the YAML is parsed; a
  *   `defaultContainer` or `container('x')` the pod lacks fails (the plugin adds `jnlp`);
  *   `container()` outside a Kubernetes agent fails;
@@ -318,6 +322,9 @@ class Declarative {
     }
 
     private static String resultOf(Throwable failure) {
+        if (failure instanceof InputRejected) {
+            return ((InputRejected) failure).result
+        }
         return failure instanceof Interrupted ? ((Interrupted) failure).result : 'FAILURE'
     }
 
@@ -629,11 +636,23 @@ class Declarative {
      */
     private Object input(Closure inputStep, Map args) {
         log('[Pipeline] input')
+        if (env.NODE_NAME != null) {
+            throw new PipelineFailure("input '${args.message}' on agent ${env.NODE_NAME}: an approval must not hold " +
+                'an agent while a person decides (house rule: ask outside any node, e.g. a stage with agent none)')
+        }
         log(args.message)
         log("${args.ok ?: 'Proceed'} or Abort")
         String answer
         try {
             answer = inputStep(args) as String
+        } catch (InputRejected abort) {
+            String user = abort.causes[0].userId
+            if (maySubmit(user, args.submitter as String)) {
+                log(abort.causes[0].shortDescription)
+                throw abort
+            }
+            refusedApprovals.add([user: user, submitter: args.submitter])
+            answer = null
         } catch (PipelineFailure nobody) {
             answer = null
         }

@@ -263,6 +263,69 @@ pipeline {
         assertEquals('no agent was taken for a refused approval', 1, agents.size())
     }
 
+    @Test
+    void anAbortByAnApproverEndsTheInputAndTheBuildIsAborted() {
+        answers = [[abortedBy: 'alice']]
+        String message = failureOf('input-aborted', approval('release-managers'))
+
+        assertEquals(null, message)
+        assertEquals('ABORTED', result())
+        assertTrue(console.contains('Rejected by alice'))
+        assertEquals('at once, not at the timeout', 0L, shim.clock.now)
+        assertTrue(echoes.isEmpty())
+    }
+
+    @Test
+    void anAbortBySomeoneNotInSubmitterIsRefusedAndTheInputWaitsOn() {
+        answers = [[abortedBy: 'mallory']]
+        String message = failureOf('input-abort-refused', approval('release-managers'))
+
+        assertEquals('Timeout has been exceeded', message)
+        assertEquals([[user: 'mallory', submitter: 'release-managers']], shim.refusedApprovals)
+        assertEquals(TimeUnit.MINUTES.toMillis(60), shim.clock.now)
+    }
+
+    // ---- input outside any agent (the house rule) -----------------------------------------
+
+    @Test
+    void anInputInAStageWithAnAgentFails() {
+        String message = failureOf('input-on-stage-agent', """
+pipeline {
+    agent none
+    stages {
+        stage('Approve') {
+            agent { label 'gpuops' }
+            steps {
+                timeout(time: 10, unit: 'MINUTES') { input(message: 'Go?', submitter: 'release-managers') }
+                echo 'approved'
+            }
+        }
+    }
+}
+""")
+        assertEquals("input 'Go?' on agent gpuops-1: an approval must not hold an agent while a person decides " +
+            '(house rule: ask outside any node, e.g. a stage with agent none)', message)
+        assertTrue('nobody was asked', inputs.isEmpty())
+        assertTrue(echoes.isEmpty())
+        assertEquals([[stage: 'Approve', status: 'FAILURE']], shim.stageLog)
+    }
+
+    @Test
+    void thePlantedOffenderAskingInsideAStepsNodeBlockFails() {
+        startedBy('developer')
+        binding.setVariable('params', [:])
+        try {
+            runScript('tests/groovy/pipelines/offender-input-on-agent.jenkins')
+            throw new AssertionError((Object) 'the planted offender should have failed')
+        } catch (PipelineFailure failure) {
+            assertEquals("input 'Continue the release?' on agent gpuops-1: an approval must not hold an agent while " +
+                'a person decides (house rule: ask outside any node, e.g. a stage with agent none)', failure.message)
+        }
+        assertEquals(['release paused at its approval step'], echoes)
+        assertTrue('nobody was asked', inputs.isEmpty())
+        assertEquals('FAILURE', result())
+    }
+
     // ---- the pod template's containers ---------------------------------------------------
 
     static String onPod(String defaultContainer, String steps) {

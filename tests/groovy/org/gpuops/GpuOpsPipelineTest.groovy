@@ -37,7 +37,8 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> lockedResources = []
     /** Agents taken by `node` blocks, in order: [label:, node:, lock: (the lock held when it was taken)]. */
     List<Map> agents = []
-    /** `input` steps: their arguments plus agentHeld (whether inside a node block). */
+    /** `input` steps: their arguments plus agentHeld (whether inside a node block) and lock
+     *  (the lock held while it waits). */
     List<Map> inputs = []
     /** `lock` (also in lockedResources) and `timeout` steps: their arguments; `checkout`: the
      *  agent it ran on. */
@@ -46,6 +47,9 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
     List<String> checkouts = []
     /** Who answers `input` (the approver); null: nobody does before the timeout (abort). */
     String approver = 'release-manager'
+    /** Answers to successive `input`s, taken in order before `approver` answers: a user id
+     *  approves, null lets the input time out, [abortedBy: id] presses Abort (InputRejected). */
+    List<Object> answers = []
     /** The build's causes as currentBuild.getBuildCauses() gives them ([_class:, userId:] for a
      *  user). By default a user, `developer`, started it (four eyes refuses an approval with no
      *  requester); {@link #startedBy} sets another, `buildCauses = [...]` a timer or token. */
@@ -325,11 +329,15 @@ abstract class GpuOpsPipelineTest extends BasePipelineTest {
             return [:]
         }
         helper.registerAllowedMethod('input', [Map]) { Map args ->
-            inputs.add(args + [agentHeld: env.NODE_NAME != null])
-            if (approver == null) {
+            inputs.add(args + [agentHeld: env.NODE_NAME != null, lock: heldLock])
+            Object answer = answers ? answers.remove(0) : approver
+            if (answer instanceof Map) {
+                throw new InputRejected(answer.abortedBy as String)
+            }
+            if (answer == null) {
                 throw new PipelineFailure('Timeout has been exceeded')
             }
-            return approver
+            return answer
         }
         helper.registerAllowedMethod('timeout', [Map, Closure]) { Map args, Closure body ->
             timeouts.add(args)

@@ -4,7 +4,7 @@ package org.gpuops
 class PipelineFailure extends RuntimeException {
 
     PipelineFailure(String message) {
-        super(message)
+        super((String) message)
     }
 
 }

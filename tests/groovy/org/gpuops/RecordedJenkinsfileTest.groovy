@@ -76,7 +76,8 @@ abstract class RecordedJenkinsfileTest extends GpuOpsPipelineTest {
         }
     }
 
-    /** The CLI's answer to `gpuops <words>`: [result:] or [exit:, error:]; each call recorded. */
+    /** The CLI's answer to `gpuops <words>`: [result:] or [exit:, error:, result: (optional)];
+     *  each call recorded. */
     void answer(List<String> words, Closure<Map> respond) {
         onSh(commandScript(words)) { Map call ->
             Map params = (Map) new JsonSlurperClassic().parseText(files.get(call.env.GPUOPS_PARAMS_FILE))
@@ -84,8 +85,11 @@ abstract class RecordedJenkinsfileTest extends GpuOpsPipelineTest {
                        ssh: call.env.GPUOPS_SSH_KEY_FILE != null, inputsBefore: inputs.size()])
             Map reply = respond(params)
             if (reply.error) {
-                files.put(call.env.GPUOPS_ERROR_FILE, JsonOutput.toJson(
-                    [ok: false, command: words.join(' '), error: reply.error + [exit_code: reply.exit]]))
+                Map document = [ok: false, command: words.join(' '), error: reply.error + [exit_code: reply.exit]]
+                if (reply.result != null) {  // what the command did before it failed (e.g. a release's steps)
+                    document.result = reply.result
+                }
+                files.put(call.env.GPUOPS_ERROR_FILE, JsonOutput.toJson(document))
                 return reply.exit as int
             }
             files.put(call.env.GPUOPS_RESULT_FILE,
