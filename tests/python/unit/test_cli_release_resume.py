@@ -85,3 +85,23 @@ def test_a_strategy_takes_one_deployment_exit_2(tmp_path: Path, config: Path, co
     code, error = error_of(tmp_path, "release", command, params=params)
     assert code == 2 and error["field"] == "config", error
     assert "a progressive release takes one Deployment" in str(error["message"]), error
+
+
+@pytest.mark.parametrize(
+    "who",
+    [
+        {},  # nobody answered: the approval timed out, or no requester could be named
+        {"approved_by": "bob"},  # who pressed Abort, in a build no user started
+        {"approved_by": "alice", "requested_by": ["alice"]},  # the requester said no
+    ],
+)
+def test_a_rejection_needs_no_approver_and_four_eyes_never_refuses_it(
+    tmp_path: Path, config: Path, who: dict[str, object]
+) -> None:
+    """--reject only restores what ran before: it passes the input checks and four eyes and
+    goes to the cluster (which answers nothing here: unreachable, exit 4), whoever answered.
+    Was exit 2 (approved_by, requested_by) or exit 3 (four eyes) before: a Jenkins approval
+    that timed out could not be rejected and left the canary running."""
+    params = {"config": str(config), "environment": "staging", "reject": True, **who}
+    code, error = error_of(tmp_path, "release", "resume", params=params)
+    assert code == 4 and error["category"] == "unreachable", error

@@ -126,12 +126,13 @@ def _target(environment: str, config: str, cluster: Any) -> Any:
     return Target(config, environment, cluster.kubeconfig, cluster.context)
 
 
-def _who(requested_by: tuple[str, ...] = (), **kw: Any) -> Any:
+def _who(requested_by: tuple[str, ...] = (), *, rejected: bool = False, **kw: Any) -> Any:
     """Who asked and who approved. An approval without a requester is refused (exit 2): four
-    eyes cannot be checked. Several requesters are recorded as one string, "alice, carol"."""
+    eyes cannot be checked. A rejection needs neither (it only restores). Several requesters
+    are recorded as one string, "alice, carol"."""
     from gpuops.usecases.releases.model import Who  # noqa: PLC0415
 
-    if kw.get("approved_by") and not requested_by:
+    if kw.get("approved_by") and not requested_by and not rejected:
         raise InvalidInput(
             "--approved-by needs --requested-by: four eyes needs to know who asked for this "
             "release",
@@ -319,19 +320,21 @@ def rollback(
 @click.option(
     "--approved-by",
     type=Text("user", _user_id),
-    help="Jenkins user id of who answered the approval step (approved, or with --reject "
-    "rejected); never the requester: exit 3. Required.",
+    help="Jenkins user id of who answered the approval step; never the requester: exit 3. "
+    "Required, except with --reject (nobody answered: a timeout): a rejection only restores.",
 )
 @click.option(
     "--requested-by",
     multiple=True,
     type=Text("user", _user_id),
-    help="Jenkins user id of who asked for the release; repeat it for several. Required.",
+    help="Jenkins user id of who asked for the release; repeat it for several. Required with "
+    "--approved-by, except with --reject.",
 )
 @click.option(
     "--reject",
     is_flag=True,
-    help="The approval was refused (or timed out): restore the previous release (exit 3).",
+    help="The approval was refused (or timed out, or nobody may answer it): restore the "
+    "previous release (exit 3). Never refused by four eyes: it changes nothing new.",
 )
 @click.option("--reason", type=Text("text"), help="Why: recorded with the step.")
 @click.option("--link", type=Text("url", http_url), help="A URL recorded, e.g. the CI build.")
@@ -354,12 +357,12 @@ def resume(
     from gpuops.usecases import releases  # noqa: PLC0415
     from gpuops.usecases.releases.model import ResumeRequest  # noqa: PLC0415
 
-    if not approved_by:
+    if not approved_by and not reject:
         raise InvalidInput(
-            "release resume needs --approved-by: who answered the approval step",
+            "release resume needs --approved-by: who answered the approval step (or --reject)",
             field="approved_by",
         )
-    who = _who(requested_by, approved_by=approved_by, reason=reason, link=link)
+    who = _who(requested_by, rejected=reject, approved_by=approved_by, reason=reason, link=link)
     request = ResumeRequest(_target(environment, config, cluster), who, reject=reject)
     return _released(releases.resume(request, _deps(runtime)))
 

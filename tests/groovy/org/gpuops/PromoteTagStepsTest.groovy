@@ -18,9 +18,10 @@ import org.junit.Test
  * out, four eyes) and the build stops. The CLI's answers are its result documents (gpuops
  * describe: `steps`, `paused` with the step's index from 0; numbered from 1 where shown, as the
  * CLI's own lines do); `release resume --reject` restores (the record ends `failed`, exit 3).
- * The CLI today requires --approved-by with --reject (who answered); where nobody answered (a
- * timeout, four eyes, no requester) the step sends none, as the design has it (section 5), and
- * fails saying the release stays paused when the CLI refuses that (NO_APPROVER).
+ * Where nobody answered (a timeout, four eyes, no requester) the step sends no --approved-by
+ * with --reject, as the design has it (section 5; the CLI takes a rejection from nobody and four
+ * eyes never refuses it), and fails saying the release stays paused when the CLI does not
+ * reject (REJECT_REFUSED, or the cluster unreachable).
  */
 class PromoteTagStepsTest extends GpuOpsPipelineTest {
 
@@ -126,10 +127,12 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
                             "${detail}; rolled back to #7 1.4.0".toString()]]
     }
 
-    /** What `release resume --reject` without --approved-by gets from the CLI today (exit 2,
-     *  before any cluster is read: the release stays paused). */
-    static final Map NO_APPROVER = [exit: 2, verdict: 'failed', result: null,
-        error: [category: 'invalid-input', field: 'approved_by', message: "Missing option '--approved-by'.",
+    /** What `release resume --reject` gets from the CLI when the environments file lost the
+     *  strategy meanwhile (exit 2, before any cluster is read: the release stays paused). */
+    static final Map REJECT_REFUSED = [exit: 2, verdict: 'failed', result: null,
+        error: [category: 'invalid-input', field: 'environment',
+                message: 'gpuops-release.yaml: environment production has no strategy: none of its releases ' +
+                    'waits on an approval step',
                 hint: "see 'gpuops release resume --help'"]].asImmutable()
 
     List<Map> resumes() {
@@ -309,16 +312,16 @@ class PromoteTagStepsTest extends GpuOpsPipelineTest {
     }
 
     @Test
-    void whereTheCliRefusesARejectWithoutAnApproverTheBuildFailsSayingTheReleaseStaysPaused() {
-        // the CLI at prog's b7daf0a: --approved-by is required with --reject (exit 2)
+    void whereTheCliRefusesTheRejectTheBuildFailsSayingTheReleaseStaysPaused() {
         promoted = [result: paused(1, ['release-managers'], 15, [replicas(0, 'passed'), approval(1, 'paused')])]
-        resumed = [NO_APPROVER]
+        resumed = [REJECT_REFUSED]
         approver = null
 
         Throwable failure = stopped(CONFIG)
 
         assertEquals('[promoteTag] not approved: Timeout has been exceeded; release #8 could not be rejected: ' +
-            "approvedBy: Missing option '--approved-by'. (invalid-input)\nHint: see 'gpuops release resume " +
+            'environment: gpuops-release.yaml: environment production has no strategy: none of its releases ' +
+            "waits on an approval step (invalid-input)\nHint: see 'gpuops release resume " +
             "--help'\nIt stays paused, its canary running, until `gpuops release resume --reject` or the next " +
             '`release promote` of the environment restores the previous release.', failure.message)
         assertJobStatusFailure()

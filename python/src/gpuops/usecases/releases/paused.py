@@ -59,18 +59,20 @@ def resume(request: m.ResumeRequest, deps: Deps) -> Outcome[m.ReleaseOutcome]:
     out = m.ReleaseOutcome(env, "promote", m.PLANNED, kube.server, approval=approval)
     out.lock = {"resource": m.lock_resource(kube.server, env)}
     try:
-        refusal = four_eyes_refusal(env.name, who)
+        # four eyes guards an approval; a rejection only restores what ran before
+        refusal = None if request.reject else four_eyes_refusal(env.name, who)
         if refusal is not None:
             return _refused(out, refusal)
         store = HistoryStore(kube, env)
         record = paused_record(store.read())
         if record is None:
             return _refused(out, _nothing_paused(env))
-        refusal = four_eyes_refusal(
-            env.name, m.Who(approved_by=who.approved_by, requested_by=record.requested_by)
-        )
-        if refusal is not None:
-            return _refused(out, refusal)
+        if not request.reject:
+            refusal = four_eyes_refusal(
+                env.name, m.Who(approved_by=who.approved_by, requested_by=record.requested_by)
+            )
+            if refusal is not None:
+                return _refused(out, refusal)
         _describe(out, record, store.read())
         lock = TargetLock(kube, env, f"resume release #{record.number} of {env.name}")
         try:
@@ -115,7 +117,7 @@ def _describe(out: m.ReleaseOutcome, record: Release, records: list[Release]) ->
 
 def _resumed(run_: _Run, number: int, request: m.ResumeRequest) -> Any:
     env, out, who = run_.env, run_.out, request.who
-    assert env.strategy is not None and who.approved_by is not None  # noqa: S101
+    assert env.strategy is not None and (request.reject or who.approved_by)  # noqa: S101
     record = hist.by_number(run_.store.read(), number)  # again, under the lock
     if record is None or record.status != hist.PENDING or record.paused is None:
         return _refusal(out, _nothing_paused(env))
@@ -173,6 +175,7 @@ def _resumed(run_: _Run, number: int, request: m.ResumeRequest) -> Any:
         return run_.fail_step(
             record, Stop(index, prog.rejected(index, who.approved_by, who.reason))
         )
+    assert who.approved_by is not None  # noqa: S101 - the CLI asks for it unless rejected
     prog.approved(index, who.approved_by, who.reason)
     return run_.go(record, who, start=index + 1)
 

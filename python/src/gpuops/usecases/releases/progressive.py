@@ -303,13 +303,15 @@ class Progressive:
         self.save(paused=None)
         self.say(f"step {index + 1}/{len(self.plan.steps)} approval: passed: {detail}")
 
-    def rejected(self, index: int, who: str, reason: str | None) -> Problem:
+    def rejected(self, index: int, who: str | None, reason: str | None) -> Problem:
         entry = self.entries[index] if index < len(self.entries) else None
         if entry is None or entry.get("kind") != "approval":
             entry = {"index": index, "kind": "approval", "started": _now(), "detail": ""}
             self.entries.append(entry)
-        detail = f"rejected by {who}" + (f": {reason}" if reason else "")
-        entry.update(state="failed", finished=_now(), approved_by=who, detail=detail)
+        detail = "rejected" + (f" by {who}" if who else "") + (f": {reason}" if reason else "")
+        entry.update(state="failed", finished=_now(), detail=detail)
+        if who:
+            entry["approved_by"] = who
         self.save(paused=None)
         self.say(f"step {index + 1}/{len(self.plan.steps)} approval: failed: {detail}")
         return Problem("rejected", self.canary.deployment, detail)
