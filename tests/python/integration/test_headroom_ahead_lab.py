@@ -1,13 +1,11 @@
-"""``gpuops headroom check`` run as its executable, whose client calls a process forked before
-the CLI loads makes ahead (gpuops.adapters.kube.prefetch), against the lab's real API server.
+"""``gpuops headroom check`` run as its executable, whose GETs a process forked before the CLI
+loads sends ahead (gpuops.adapters.kube.prefetch), against the lab's real API server.
 
-A plain check (and the Jenkins step's call, with a parameters file) takes every call's
-result from that process, and the result is the one the same command computes in-process
-(``run``, which makes its own calls). Where the fetching process cannot help (a namespace
-that does not exist, a server that does not answer, a kubeconfig with an exec plugin, which
-it does not read) the exit code and the document are the same as in-process. The process's
-own two steps (GETs sent ahead, within a byte budget; the client's calls on their answers)
-are run in this process too. Every executable run goes through a small subreaper
+A plain check takes every answer from that process (its own transport sends nothing) and
+its result is the one the same command computes in-process (``run``, which sends its own
+requests). Where the fetching process cannot help (a namespace that does not exist, a server
+that does not answer, a kubeconfig with an exec plugin, which it does not read) the exit code
+and the document are the same as in-process. Every run goes through a small subreaper
 (``prctl(PR_SET_CHILD_SUBREAPER)``): a process the command left behind would become its
 child, so "none left" proves the fetching process was stopped and reaped by the command.
 """
@@ -17,12 +15,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
-import os
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,10 +26,7 @@ import pytest
 import yaml
 from integration.conftest_kube import KubeLab
 
-from gpuops.adapters.kube import ahead, pager, paths, prefetch
-from gpuops.adapters.kube.client import KubeClient
-from gpuops.adapters.kube.creds import plain_kubeconfig
-from gpuops.adapters.kube.transport import Transport
+from gpuops.adapters.kube import pager
 from gpuops.cli.main import run
 
 pytestmark = pytest.mark.timeout(600)
@@ -52,15 +44,16 @@ except ChildProcessError:
     left = None
 print(json.dumps([done.returncode, done.stdout, done.stderr, left]))
 """
-TAKEN = ": made ahead"
-SENT = ": made now"
-CALLS = ("ensure_namespace", "quota_limits", "list_nodes_and_bound_pods")
+TAKEN = "answered by the request sent ahead"
+SENT = "; sending it"
 
 
-def executable(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``gpuops ARGS`` as the executable; asserts it left no process behind."""
+def executable(
+    args: list[str], env: dict[str, str] | None = None, entry: list[str] | None = None
+) -> tuple[int, str, str]:
+    """``gpuops ARGS`` as the executable (or ``entry``); asserts it left no process behind."""
     out = subprocess.run(
-        [sys.executable, "-c", SUBREAPER, GPUOPS, *args],
+        [sys.executable, "-c", SUBREAPER, *(entry or [GPUOPS]), *args],
         capture_output=True,
         text=True,
         check=True,
@@ -91,7 +84,7 @@ def check(kubeconfig: Path, *more: str) -> list[str]:
             "--kubeconfig", str(kubeconfig), *more]  # fmt: skip
 
 
-def test_every_call_of_a_plain_check_is_made_ahead_and_the_result_is_the_same(
+def test_every_get_of_a_plain_check_is_answered_ahead_and_the_result_is_the_same(
     kube_lab: KubeLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # pages of 2: the fetching process walks the LISTs page by page as the pager does
@@ -99,14 +92,18 @@ def test_every_call_of_a_plain_check_is_made_ahead_and_the_result_is_the_same(
         ["-vv", *check(kube_lab.kubeconfig)], {"GPUOPS_KUBE_PAGE_SIZE": "2"}
     )
     assert code == 0, stderr
-    assert [c for c in CALLS if f"{c}{TAKEN}" in stderr] == list(CALLS), stderr
-    assert SENT not in stderr
+    taken = [line for line in stderr.splitlines() if TAKEN in line]
+    assert not [line for line in stderr.splitlines() if SENT in line], stderr
+    nodes = len(kube_lab.core.list_node().items)
+    assert len([line for line in taken if "/api/v1/nodes?" in line]) == -(-nodes // 2)
+    assert [line for line in taken if "/resourcequotas" in line]
+    assert [line for line in taken if "/api/v1/pods?" in line]
     monkeypatch.setattr(pager, "PAGE_SIZE", 2)
     want_code, want_out, _ = in_process(check(kube_lab.kubeconfig))
     assert (code, document(stdout)) == (want_code, document(want_out))
 
 
-def test_as_the_jenkins_step_calls_it_the_calls_are_made_ahead_too(
+def test_as_the_jenkins_step_calls_it_the_gets_are_sent_ahead_too(
     kube_lab: KubeLab, tmp_path: Path
 ) -> None:
     """The options in a JSON parameters file, the kubeconfig in $KUBECONFIG (gpuopsExec)."""
@@ -115,47 +112,40 @@ def test_as_the_jenkins_step_calls_it_the_calls_are_made_ahead_too(
     env = {"GPUOPS_PARAMS_FILE": str(params), "KUBECONFIG": str(kube_lab.kubeconfig)}
     code, stdout, stderr = executable(["-vv", "--output", "json", "headroom", "check"], env)
     assert code == 0, stderr
-    assert [c for c in CALLS if f"{c}{TAKEN}" in stderr] == list(CALLS), stderr
+    assert [line for line in stderr.splitlines() if TAKEN in line]
+    assert SENT not in stderr
     args = ["--output", "json", "--params-file", str(params), "headroom", "check"]
     want_code, want_out, _ = in_process([*args, "--kubeconfig", str(kube_lab.kubeconfig)])
     assert (code, document(stdout)) == (want_code, document(want_out))
 
 
-def test_the_calls_take_the_pages_fetched_ahead_and_past_the_budget_fetch_their_own(
-    kube_lab: KubeLab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+#: ``gpuops ARGS`` as the executable runs it, with the fetching process's byte budget at one
+#: byte: it stops asking for pages after the first ones (the command asks for the rest).
+SMALL_BUDGET = """
+import sys
+from gpuops.adapters.kube import prefetch
+prefetch._BUDGET = 1
+sys.argv = ["gpuops", *sys.argv[1:]]
+from gpuops.cli.start import main
+main()
+"""
+
+
+def test_past_its_budget_the_pages_are_asked_for_by_the_command(
+    kube_lab: KubeLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fetching process's two steps in this process (no fork): the GETs sent ahead (here
-    with a budget of one byte: the first pages only), the client's calls on their answers."""
+    code, stdout, stderr = executable(
+        ["-vv", *check(kube_lab.kubeconfig)],
+        {"GPUOPS_KUBE_PAGE_SIZE": "2"},
+        entry=[sys.executable, "-c", SMALL_BUDGET],
+    )
+    assert code == 0, stderr
+    pages = [line for line in stderr.splitlines() if "GET /api/v1/nodes?" in line]
+    assert [line for line in pages if TAKEN in line]  # the first ones
+    assert [line for line in pages if "not fetched ahead; sending it" in line]  # the rest
     monkeypatch.setattr(pager, "PAGE_SIZE", 2)
-    monkeypatch.setattr(paths, "PAGE_SIZE", 2)  # as GPUOPS_KUBE_PAGE_SIZE=2 sets both
-    monkeypatch.setattr(prefetch, "_BUDGET", 1)
-    monkeypatch.setattr(ahead, "_channel", None)
-    creds = plain_kubeconfig(str(kube_lab.kubeconfig), None)
-    assert creds is not None
-    answers_fd, fetched_fd = os.pipe()
-    http = Transport(creds, ahead=False)
-    fetching = threading.Thread(
-        target=prefetch._fetch, args=(http, creds, ahead.Frames(fetched_fd), "default")
-    )
-    fetching.start()
-    ahead.expect(0, answers_fd)
-    kube = KubeClient(creds)
-    with caplog.at_level(logging.DEBUG, logger="gpuops.adapters.kube.ahead"):
-        nodes, pods, _ = kube.list_nodes_and_bound_pods(frozenset({"nvidia.com/gpu", "pods"}))
-    fetching.join()
-    kube.close()
-    ahead._channel.close()
-    pages = [r.getMessage() for r in caplog.records if "GET /api/v1/nodes?" in r.getMessage()]
-    assert [p for p in pages if p.endswith(": fetched ahead")]  # the first ones
-    assert [p for p in pages if p.endswith(": sent now")]  # the rest: the budget was spent
-    monkeypatch.setattr(ahead, "_channel", None)
-    plain = KubeClient(creds)
-    want_nodes, want_pods, _ = plain.list_nodes_and_bound_pods(
-        frozenset({"nvidia.com/gpu", "pods"})
-    )
-    plain.close()
-    assert sorted(n.name for n in nodes) == sorted(n.name for n in want_nodes)
-    assert (nodes, pods) == (want_nodes, want_pods)
+    want_code, want_out, _ = in_process(check(kube_lab.kubeconfig))
+    assert (code, document(stdout)) == (want_code, document(want_out))
 
 
 def test_a_namespace_that_does_not_exist_is_the_same_error(kube_lab: KubeLab) -> None:
@@ -183,7 +173,8 @@ def test_a_kubeconfig_with_an_exec_plugin_is_read_by_the_command_alone(
     kubeconfig.write_text(yaml.safe_dump(doc))
     code, stdout, stderr = executable(["-vv", *check(kubeconfig)])
     assert code == 0, stderr
-    assert TAKEN not in stderr  # the calls are the command's own
+    assert TAKEN not in stderr
+    assert "/api/v1/nodes?limit=1000: not fetched ahead; sending it" in stderr
     want_code, want_out, _ = in_process(check(kubeconfig))
     assert (code, document(stdout)) == (want_code, document(want_out))
 

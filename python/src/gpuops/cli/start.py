@@ -4,13 +4,12 @@ Loading click and the CLI takes ~0.1 s of CPU before a command asks its cluster 
 at 500 nodes the API server's LISTs take ~0.3 s (issue 17, "The start"). For a command line
 that is plainly ``gpuops [globals] headroom check [its options]`` (its options on the line or
 in the JSON parameters file, as the Jenkins step gives them), :func:`main` first has a
-process forked that sends the check's GETs and makes its client calls
-(:func:`gpuops.usecases.ahead.headroom_check`), then loads the CLI and runs the command as
-always; the command's client takes a result made ahead only for the identical call.
-Anything unusual (another command, an option or parameter this module does not know,
-``--help``, ``--environment``, a parameters file click would refuse) has nothing made
-ahead. This module loads nothing but ``gc``, ``os``, ``stat`` and ``sys`` (and ``json`` for
-a parameters file).
+process forked that sends the check's GETs (:func:`gpuops.usecases.ahead.headroom_check`),
+then loads the CLI and runs the command as always; the command's transport takes an answer
+fetched ahead only for the identical request. Anything unusual (another command, an option
+or parameter this module does not know, ``--help``, ``--environment``, a parameters file
+click would refuse) sends nothing ahead. This module loads nothing but ``gc``, ``os``,
+``stat`` and ``sys`` (and ``json`` for a parameters file).
 """
 
 from __future__ import annotations
@@ -72,12 +71,11 @@ def main() -> NoReturn:
 
 def headroom_check_cluster(
     argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[str | None, str | None, str, str | None] | None:
-    """(kubeconfig, context, namespace, resource) of a plain ``headroom check`` command line,
-    as click will read them: the last option given wins, then ``$KUBECONFIG`` (for the
-    kubeconfig), then the parameters file (``--params-file``, ``$GPUOPS_PARAMS_FILE``: how
-    the Jenkins step calls it), then the default (the resource's: ``None``); ``None`` for
-    anything else."""
+) -> tuple[str | None, str | None, str] | None:
+    """(kubeconfig, context, namespace) of a plain ``headroom check`` command line, as click
+    will read them: the last option given wins, then ``$KUBECONFIG`` (for the kubeconfig),
+    then the parameters file (``--params-file``, ``$GPUOPS_PARAMS_FILE``: how the Jenkins
+    step calls it), then the default; ``None`` for anything else."""
     if environ.get("GPUOPS_OUTPUT", "") not in ("", *_OUTPUTS):
         return None
     args = list(argv)
@@ -104,20 +102,19 @@ def headroom_check_cluster(
         return found if isinstance(found, str) else None
 
     kubeconfig, context = value("--kubeconfig", "KUBECONFIG"), value("--context")
-    namespace, resource = value("--namespace"), value("--resource")
+    namespace = value("--namespace")
     namespace = "default" if namespace is None else namespace
-    if any(v is not None and not _text(v) for v in (kubeconfig, context, resource)):
+    if any(v is not None and not _text(v) for v in (kubeconfig, context)):
         return None  # click refuses it (exit 2): no request may go out for it
     if not _dns_label(namespace):
         return None
-    return kubeconfig, context, namespace, resource
+    return kubeconfig, context, namespace
 
 
 def _params(path: str) -> dict[str, object] | None:
     """The parameters file, if it is one click will take for ``headroom check`` (a regular
     file of at most 1 MiB, a JSON object of the check's option names but ``environment`` and
-    ``release_config``, the kubeconfig, context, namespace and resource strings); else
-    ``None``."""
+    ``release_config``, the kubeconfig, context and namespace strings); else ``None``."""
     import json  # noqa: PLC0415 - only with a parameters file
 
     try:
@@ -131,7 +128,7 @@ def _params(path: str) -> dict[str, object] | None:
         return None
     if not isinstance(doc, dict) or not set(doc) <= _CHECK_KEYS:
         return None
-    where = [doc[k] for k in ("kubeconfig", "context", "namespace", "resource") if k in doc]
+    where = [doc[k] for k in ("kubeconfig", "context", "namespace") if k in doc]
     return doc if all(isinstance(v, str) and v for v in where) else None
 
 

@@ -112,22 +112,6 @@ class CheckResult:
         return data
 
 
-def check_calls(namespace: str, resource: str) -> list[list[tuple[str, tuple[Any, ...]]]]:
-    """The client calls :func:`check` makes for a workload in ``namespace`` counting
-    ``resource``: the namespace and its ResourceQuotas one after the other, the LISTs beside
-    them (:mod:`gpuops.usecases.ahead` has them made ahead)."""
-    return [
-        [("ensure_namespace", (namespace,)), ("quota_limits", (namespace, resource))],
-        [("list_nodes_and_bound_pods", (_listed(resource),))],
-    ]
-
-
-def _listed(resource: str) -> frozenset[str]:
-    """What the LISTs keep of each node and pod: only the counted resource and the pod-count
-    capacity matter to the verdict."""
-    return frozenset({resource, "pods"})
-
-
 def check(
     request: CheckRequest, connect: Callable[[Cluster], KubeClient] | None = None
 ) -> Outcome[CheckResult]:
@@ -141,7 +125,8 @@ def check(
     try:
         kube.ensure_namespace(shape.namespace)
         quotas = kube.quota_limits(shape.namespace, shape.resource)
-        nodes, bound, listed = kube.list_nodes_and_bound_pods(_listed(shape.resource))
+        # only the counted resource and the pod-count capacity matter to the verdict
+        nodes, bound, listed = kube.list_nodes_and_bound_pods(frozenset({shape.resource, "pods"}))
     finally:
         kube.close()
     t1 = time.perf_counter()

@@ -15,8 +15,8 @@ Rooms, from the wire up:
   one workload, single calls), :mod:`.nodes` (cordon, drain, labels), :mod:`.apps`
   (Deployments, Leases, ConfigMaps of a release);
 - ahead of a command: :mod:`.prefetch` (a process forked before the command loads sends its
-  GETs and makes its client calls), :mod:`.ahead` (what that process delivers, taken only
-  for the identical request or call).
+  GETs), :mod:`.ahead` (their answers, which the transport takes only for the identical
+  request).
 
 The names below are loaded on first use: importing one room (the credentials and the
 transport, before :mod:`.prefetch` forks) does not load the client and its decoders.

@@ -1,14 +1,12 @@
-"""What another process (:mod:`.prefetch`) fetched or worked out ahead, and the pipe that
-brings it: answers to GETs, each keyed by its request (:func:`request_key`), and results of
-client calls, each keyed by its call (:func:`call_key`).
+"""Answers to GETs a command is about to send, fetched ahead by another process
+(:mod:`.prefetch`), and the pipe that brings them.
 
-A taker gets a value only for its own key: the identical request (GET, target, every
-header, the Authorization included, to the same server with the same TLS settings) or the
-identical call (the same client method and arguments on a client of the same credentials
-and paging). Every other request or call, and every one whose value did not come (the
-fetching process gave it up, did not read the kubeconfig itself, or is gone), is made as
-always. So what is taken from ahead can make the command faster, never different: it is the
-same request, or the same code run on the same answers, earlier.
+The command's transport takes an answer from here (:func:`take`) only for the identical
+request: GET, the same target, every header the same (the Authorization included), to the
+same server with the same TLS settings (:func:`request_key`). Every other request, and every
+request whose answer did not come (the fetching process gave it up on a transport failure,
+did not read the kubeconfig itself, or is gone), goes out as always. So an answer fetched
+ahead can make the command faster, never different: it is the same request, sent earlier.
 
 Standard library only.
 """
@@ -20,53 +18,30 @@ import contextlib
 import hashlib
 import logging
 import os
-import pickle
 import queue
 import select
 import signal
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpuops.adapters.kube.creds import Credentials
 
 log = logging.getLogger(__name__)
 
-#: Frames from the fetching process: the keys of what it will deliver (a line each), a
-#: value (its key, then the value), a key it gave up. Each frame is its kind, the lengths of
-#: its key part and its value, then those.
-_WILL, _VALUE, _GAVE_UP = b"W", b"V", b"G"
+#: Frames from the fetching process: what it will fetch (``target\taccept`` lines), an
+#: answer (``target``, ``accept``, its request key, status and media type, a line each; then
+#: its body), a request it gave up on. Each frame is its kind, the lengths of its head and
+#: its body, then those.
+_WILL, _ANSWER, _GAVE_UP = b"W", b"A", b"G"
 _FRAME = struct.Struct("!cIQ")
-#: Larger than any frame the fetching process writes (a key part is a few lines, a value at
-#: most one LIST page).
-_MAX_KEYS, _MAX_VALUE = 1 << 16, 1 << 30
-#: How long a taker waits for the next frame before it does the work itself (the transport's
-#: read timeout: the fetching process would have given up by then).
+#: How long the command waits for the next frame before it sends its requests itself
+#: (the transport's read timeout: the fetching process would have given up by then).
 _QUIET_S = 60.0
-
-
-def request_key(creds: Credentials, target: str, headers: Mapping[str, str]) -> str:
-    """What makes two GETs the same request: the server and TLS settings of ``creds`` (every
-    field but the token callback, whose value is in the headers), the target, the headers."""
-    return call_key(_tls(creds), target, sorted(headers.items()))
-
-
-def identity(creds: Credentials) -> tuple[Any, ...]:
-    """The server, TLS settings and Authorization of ``creds`` (of a plain kubeconfig: its
-    token callback only returns the token it read)."""
-    return (*_tls(creds), creds.authorization() if creds.authorization else None)
-
-
-def _tls(creds: Credentials) -> tuple[Any, ...]:
-    return tuple(v for k, v in vars(creds).items() if k != "authorization")
-
-
-def call_key(*parts: Any) -> str:
-    """``parts`` as a key (sets in a stable order), hashed."""
-    shown = [sorted(p) if isinstance(p, frozenset) else p for p in parts]
-    return hashlib.sha256(repr(shown).encode()).hexdigest()
+#: Larger than any frame the fetching process writes (a head is a few lines, a body one page).
+_MAX_HEAD, _MAX_BODY = 1 << 16, 1 << 30
 
 
 class Answer:
@@ -74,18 +49,8 @@ class Answer:
 
     __slots__ = ("body", "media", "status")
 
-    def __init__(self, status: int, media: str, body: bytes | memoryview) -> None:
+    def __init__(self, status: int, media: str, body: bytes | bytearray) -> None:
         self.status, self.media, self.body = status, media, body
-
-    def to_value(self) -> list[bytes | memoryview]:
-        return [f"{self.status}\n{self.media}\n".encode(), self.body]
-
-    @classmethod
-    def from_value(cls, value: bytearray) -> Answer:
-        status_end = value.index(b"\n")
-        media_end = value.index(b"\n", status_end + 1)
-        media = value[status_end + 1 : media_end].decode()
-        return cls(int(value[:status_end]), media, memoryview(value)[media_end + 1 :])
 
     def reader(self) -> Callable[[int], bytes]:
         """``read(n)``: the body's next bytes (at most ``n``; ``b""`` at its end)."""
@@ -100,28 +65,41 @@ class Answer:
         return read
 
 
-# -- the taking side -----------------------------------------------------------------------
-class Channel:
-    """Values from the fetching process ``pid`` (0: none to stop) through the read end
-    ``fd`` of its pipe, for any thread that asks."""
+def request_key(creds: Credentials, target: str, headers: Mapping[str, str]) -> str:
+    """What makes two GETs the same request: the server and TLS settings of ``creds`` (every
+    field but the token callback, whose value is in the headers), the target, the headers."""
+    tls = tuple(v for k, v in vars(creds).items() if k != "authorization")
+    return hashlib.sha256(repr((tls, target, sorted(headers.items()))).encode()).hexdigest()
+
+
+# -- the command's side --------------------------------------------------------------------
+class _Ahead:
+    """Answers from the fetching process ``pid`` through the read end ``fd`` of its pipe."""
 
     def __init__(self, pid: int, fd: int) -> None:
         self._pid, self._fd = pid, fd
         self._cond = threading.Condition()
         self._reading = False  # a thread is reading the next frame
-        self._first = False  # the first frame (what is delivered from the start) has arrived
+        self._first = False  # the first frame (what is fetched from the start) has arrived
         self._ended = False  # the pipe is closed: nothing more will come
-        self._coming: set[str] = set()  # announced, neither delivered nor given up
-        self._values: dict[str, bytearray] = {}
+        self._coming: set[tuple[str, str]] = set()  # announced, neither answered nor given up
+        self._answers: dict[tuple[str, str], tuple[str, Answer]] = {}
 
-    def take(self, key: str) -> bytearray | None:
-        """The value for ``key``, if it was delivered (waiting for it while it is on its
-        way); else ``None``."""
+    def take(self, creds: Credentials, target: str, headers: Mapping[str, str]) -> Answer | None:
+        """The answer to GET ``target`` with ``headers`` over ``creds``, if it was fetched
+        for exactly that request (waiting for it while it is on its way); else ``None``."""
+        asked = (target, headers.get("Accept", ""))
         with self._cond:
             while True:
-                if key in self._values:
-                    return self._values.pop(key)
-                if self._ended or (self._first and key not in self._coming):
+                if asked in self._answers:
+                    key, answer = self._answers.pop(asked)
+                    if key != request_key(creds, target, headers):
+                        log.debug("GET %s: fetched ahead for another request; sending it", target)
+                        return None
+                    log.debug("GET %s: answered by the request sent ahead", target)
+                    return answer
+                if self._ended or (self._first and asked not in self._coming):
+                    log.debug("GET %s: not fetched ahead; sending it", target)
                     return None
                 if self._reading:
                     self._cond.wait()
@@ -140,21 +118,26 @@ class Channel:
 
     def _file(self, frame: tuple[bytes, str, bytearray] | None) -> None:
         """Note what ``frame`` says. At the end of the pipe, or at a frame that cannot be
-        read, the fetching process is stopped: what has not come, the taker does itself."""
-        if frame is None or not self._note(*frame):
+        read, the fetching process is stopped: what has not come, the command sends itself."""
+        try:
+            done = frame is None or not self._note(*frame)
+        except ValueError:
+            done = True
+        if done:
             self._ended = True
             self.close()
         else:
             self._first = True
 
-    def _note(self, kind: bytes, keys: str, value: bytearray) -> bool:
+    def _note(self, kind: bytes, head: str, body: bytearray) -> bool:
         if kind == _WILL:
-            self._coming.update(keys.split())
+            self._coming.update(_asked(line) for line in head.splitlines())
         elif kind == _GAVE_UP:
-            self._coming.discard(keys)
-        elif kind == _VALUE:
-            self._coming.discard(keys)
-            self._values[keys] = value
+            self._coming.discard(_asked(head))
+        elif kind == _ANSWER:
+            target, accept, key, status, media = head.split("\n")
+            self._coming.discard((target, accept))
+            self._answers[(target, accept)] = (key, Answer(int(status), media, body))
         else:
             return False
         return True
@@ -165,13 +148,16 @@ class Channel:
         fixed = self._read(_FRAME.size)
         if fixed is None:
             return None
-        kind, keys_size, value_size = _FRAME.unpack(fixed)
-        if keys_size > _MAX_KEYS or value_size > _MAX_VALUE:  # not what the process writes
+        kind, head_size, body_size = _FRAME.unpack(fixed)
+        if head_size > _MAX_HEAD or body_size > _MAX_BODY:  # not what the fetching process writes
             return None
-        keys, value = self._read(keys_size), self._read(value_size)
-        if keys is None or value is None or not keys.isascii():
+        head, body = self._read(head_size), self._read(body_size)
+        if head is None or body is None:
             return None
-        return kind, keys.decode(), value
+        try:
+            return kind, head.decode(), body
+        except UnicodeDecodeError:
+            return None
 
     def _read(self, size: int) -> bytearray | None:
         """``size`` bytes of the pipe, read into one buffer; ``None`` if they do not come."""
@@ -204,69 +190,59 @@ class Channel:
             self._fd = -1
 
 
-_channel: Channel | None = None
+def _asked(line: str) -> tuple[str, str]:
+    target, _, accept = line.partition("\t")
+    return target, accept
+
+
+_started: _Ahead | None = None
 
 
 def expect(pid: int, fd: int) -> None:
-    """Take values from the fetching process ``pid`` (our child; 0: this process's own
-    threads) through ``fd``, the read end of its pipe; it is stopped and reaped when this
-    process ends."""
-    global _channel  # noqa: PLW0603 - one fetching process per command
-    _channel = Channel(pid, fd)
-    atexit.register(_channel.close)
+    """Take answers from the fetching process ``pid`` (our child) through ``fd``, the read
+    end of its pipe; it is stopped and reaped when this process ends."""
+    global _started  # noqa: PLW0603 - one fetching process per command
+    _started = _Ahead(pid, fd)
+    atexit.register(_started.close)
 
 
 def expecting() -> bool:
-    return _channel is not None
+    return _started is not None
 
 
-def take_answer(creds: Credentials, target: str, headers: Mapping[str, str]) -> Answer | None:
-    """The answer fetched ahead for exactly this GET, if one was."""
-    if _channel is None:
-        return None
-    value = _channel.take(request_key(creds, target, headers))
-    log.debug("GET %s: %s", target, "fetched ahead" if value is not None else "sent now")
-    return Answer.from_value(value) if value is not None else None
+def take(creds: Credentials, target: str, headers: Mapping[str, str]) -> Answer | None:
+    """The answer fetched ahead for exactly this GET (:meth:`_Ahead.take`), if one was."""
+    return _started.take(creds, target, headers) if _started is not None else None
 
 
-def take_result(key: str) -> tuple[bool, Any]:
-    """(True, the result) of the call ``key`` (:func:`call_key`) if it was made ahead, else
-    (False, None)."""
-    value = _channel.take(key) if _channel is not None else None
-    # pickled by the fetching process: a fork of this one, through a pipe only the two hold
-    return (True, pickle.loads(value)) if value is not None else (False, None)  # noqa: S301
-
-
-# -- the delivering side -------------------------------------------------------------------
+# -- the fetching process's side -----------------------------------------------------------
 class Frames:
     """Frames to the pipe (its write end ``fd``), written by a thread of their own: fetching
-    never waits for the taker to read (it reads only once it has loaded)."""
+    never waits for the command to read (it reads only once it has loaded)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._queue: queue.SimpleQueue[tuple[bytes | memoryview, ...] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[bytes, ...] | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write, name="gpuops-ahead-frames")
         self._writer.start()
 
-    def will(self, keys: Sequence[str]) -> None:
-        self._put(_WILL, " ".join(keys))
+    def will(self, asked: Sequence[tuple[str, str]]) -> None:
+        self._put(_WILL, "".join(f"{t}\t{a}\n" for t, a in asked))
 
-    def gave_up(self, key: str) -> None:
-        self._put(_GAVE_UP, key)
+    def gave_up(self, target: str, accept: str) -> None:
+        self._put(_GAVE_UP, f"{target}\t{accept}")
 
-    def answer(self, key: str, answer: Answer) -> None:
-        self._put(_VALUE, key, *answer.to_value())
+    def answer(self, target: str, accept: str, key: str, answer: Answer) -> None:
+        self._put(
+            _ANSWER, f"{target}\n{accept}\n{key}\n{answer.status}\n{answer.media}", answer.body
+        )
 
-    def result(self, key: str, result: Any) -> None:
-        self._put(_VALUE, key, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
-
-    def _put(self, kind: bytes, keys: str, *value: bytes | memoryview) -> None:
-        head = keys.encode()
-        size = sum(len(part) for part in value)
-        self._queue.put((_FRAME.pack(kind, len(head), size), head, *value))
+    def _put(self, kind: bytes, head: str, body: bytes | bytearray = b"") -> None:
+        data = head.encode()
+        self._queue.put((_FRAME.pack(kind, len(data), len(body)), data, bytes(body)))
 
     def _write(self) -> None:
-        with contextlib.suppress(OSError):  # the taker has gone (or closed the pipe)
+        with contextlib.suppress(OSError):  # the command has gone (or closed the pipe)
             while (frame := self._queue.get()) is not None:
                 for part in frame:
                     with memoryview(part) as whole:

@@ -7,26 +7,26 @@ providers, in-cluster; :mod:`.config`); requests go out over a lean HTTPS transp
 :mod:`.calls`. LISTs are paged by :mod:`.pager` (node and pod pages decoded by shape:
 :mod:`.pages`, :mod:`.proto`), other answers read as JSON and picked apart by
 :mod:`.decode`. Every client or transport exception becomes a :mod:`gpuops.errors` exception
-naming the server or object. A client of a plain kubeconfig takes the results of calls that
-a process forked before the command loaded made for it (:mod:`.prefetch`), for the identical
-call only (:func:`call_key`).
+naming the server or object.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+<<<<<<< HEAD
 from typing import Any, TypeVar, cast
 from urllib.parse import quote, urlencode
+=======
+from typing import Any, TypeVar
+from urllib.parse import quote
+>>>>>>> start
 
-from gpuops.adapters.kube import ahead as calls_ahead
-from gpuops.adapters.kube import calls, pager
+from gpuops.adapters.kube import calls
 from gpuops.adapters.kube.calls import Conflict, NotFound
 from gpuops.adapters.kube.config import find_source, load_credentials
 from gpuops.adapters.kube.creds import Credentials, from_configuration, plain_kubeconfig
@@ -59,8 +59,6 @@ from gpuops.errors import InvalidInput, OperationFailed
 __all__ = ["BOUND_PODS", "WORKLOAD_KINDS", "Conflict", "KubeClient", "NotFound", "PodObject"]
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-log = logging.getLogger(__name__)
 
 WORKLOAD_KINDS = {"pod": "pods", "deployment": "deployments", "job": "jobs"}
 
@@ -74,41 +72,13 @@ class PodObject:
     scheduled_message: str
 
 
-def call_key(identity: Any, method: str, *args: Any) -> str:
-    """What makes two calls the same (:mod:`.ahead`): the client's server, TLS settings and
-    Authorization (:func:`.ahead.identity`), the method and its arguments, the pager's
-    settings."""
-    return calls_ahead.call_key(identity, method, *args, pager.PAGE_SIZE, pager.LIST_ACCEPT)
-
-
-def _made_ahead(method: F) -> F:
-    """A call that a process forked before the command loaded (:mod:`.prefetch`) may have
-    made already, on a client of the same credentials: its result, if it was made for
-    exactly this call (:func:`call_key`); else the call, made here."""
-
-    @functools.wraps(method)
-    def call(self: KubeClient, *args: Any) -> Any:
-        if self._identity is not None:
-            found, result = calls_ahead.take_result(
-                call_key(self._identity, method.__name__, *args)
-            )
-            log.debug("%s: %s", method.__name__, "made ahead" if found else "made now")
-            if found:
-                return result
-        return method(self, *args)
-
-    return cast("F", call)
-
-
 class KubeClient:
-    """A thin client bound to one API server. ``ahead``: it takes the results of calls made
-    ahead for it, if there are (:func:`_made_ahead`)."""
+    """A thin client bound to one API server."""
 
-    def __init__(self, creds: Credentials, *, ahead: bool = False) -> None:
+    def __init__(self, creds: Credentials) -> None:
         self._http = Transport(creds)
         self.server: str = _safe_url(creds.server)
         self._pager = Pager(self._http, self.server)
-        self._identity = calls_ahead.identity(creds) if ahead else None
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
@@ -122,9 +92,7 @@ class KubeClient:
             raise InvalidInput(PAGE_SIZE_PROBLEM, hint=f"unset {PAGE_SIZE_ENV} or fix it")
         source = find_source(kubeconfig, context)
         if not source.in_cluster and (creds := plain_kubeconfig(kubeconfig, context)) is not None:
-            # no need to import the official client at all; calls made ahead were made with
-            # the credentials of a plain kubeconfig too (.prefetch)
-            return cls(creds, ahead=calls_ahead.expecting())
+            return cls(creds)  # no need to import the official client at all
         # the official client's loaders: exec plugins, auth providers, in-cluster, merging
         from kubernetes.client import Configuration  # noqa: PLC0415 - heavy; only when used
 
@@ -215,7 +183,6 @@ class KubeClient:
             query,
         )
 
-    @_made_ahead
     def list_nodes_and_bound_pods(
         self, resources: frozenset[str] | None = None
     ) -> tuple[list[Node], list[Pod], dict[str, float]]:
@@ -235,7 +202,6 @@ class KubeClient:
             nodes = nodes_future.result()
         return nodes, pods, timings
 
-    @_made_ahead
     def ensure_namespace(self, namespace: str) -> None:
         dns_label(namespace, "namespace")
         try:
@@ -246,7 +212,6 @@ class KubeClient:
                 hint="check --namespace (kubectl get namespaces)",
             ) from None
 
-    @_made_ahead
     def quota_limits(self, namespace: str, resource: str) -> list[QuotaLimit]:
         """``requests.<resource>`` and ``pods`` limits of the namespace's ResourceQuotas."""
         dns_label(namespace, "namespace")

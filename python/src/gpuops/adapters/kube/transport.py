@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
 from gpuops.adapters.deadline import Deadline, shutdown
-from gpuops.adapters.kube.ahead import Answer, take_answer
+from gpuops.adapters.kube.ahead import take as fetched_ahead
 from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
@@ -77,11 +77,9 @@ class _PlainConn(http.client.HTTPConnection):
 
 
 class Transport:
-    """Requests to the API server of ``creds``; thread-safe. ``ahead``: a GET answered ahead
-    (:mod:`.ahead`) for the identical request takes that answer (the transport that fetches
-    those answers must not)."""
+    """Requests to the API server of ``creds``; thread-safe."""
 
-    def __init__(self, creds: Credentials, *, ahead: bool = True) -> None:
+    def __init__(self, creds: Credentials) -> None:
         try:
             url = urlsplit(creds.server)
             port = url.port
@@ -96,7 +94,7 @@ class Transport:
         self._tls = url.scheme == "https"
         self._host, self._port = url.hostname, port or (443 if self._tls else 80)
         self._prefix = url.path.rstrip("/")  # e.g. a Rancher-style /k8s/clusters/<id>
-        self._creds, self._ahead = creds, ahead
+        self._creds = creds
         self._ctx = _tls_context(creds)
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -129,7 +127,7 @@ class Transport:
         the caller the answer was longer; the connection is then closed, not reused)."""
         headers = self.headers(body, content_type)
         want = -1 if limit is None else limit + 1
-        if method == "GET" and (ahead := self._fetched_ahead(target, headers)) is not None:
+        if method == "GET" and (ahead := fetched_ahead(self._creds, target, headers)) is not None:
             return ahead.status, bytes(ahead.body)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
@@ -162,7 +160,7 @@ class Transport:
         so that a large LIST is decoded while it arrives. Transport failures raise
         :class:`Unreachable` as in :meth:`request`."""
         headers = self.headers(None, "", accept)
-        if (ahead := self._fetched_ahead(target, headers)) is not None:
+        if (ahead := fetched_ahead(self._creds, target, headers)) is not None:
             yield ahead.status, ahead.media, ahead.reader()
             return
         if self._proxy is not None:
@@ -186,9 +184,6 @@ class Transport:
             self._done(conn, resp)
         else:
             conn.close()
-
-    def _fetched_ahead(self, target: str, headers: Mapping[str, str]) -> Answer | None:
-        return take_answer(self._creds, target, headers) if self._ahead else None
 
     def headers(
         self, body: bytes | None, content_type: str, accept: str = "application/json"
