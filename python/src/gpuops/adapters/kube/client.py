@@ -18,13 +18,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-<<<<<<< HEAD
-from typing import Any, TypeVar, cast
-from urllib.parse import quote, urlencode
-=======
 from typing import Any, TypeVar
-from urllib.parse import quote
->>>>>>> start
+from urllib.parse import quote, urlencode
 
 from gpuops.adapters.kube import calls
 from gpuops.adapters.kube.calls import Conflict, NotFound
