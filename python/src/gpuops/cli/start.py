@@ -9,7 +9,8 @@ then loads the CLI and runs the command as always; the command's transport takes
 fetched ahead only for the identical request. Anything unusual (another command, an option
 or parameter this module does not know, ``--help``, ``--environment``, a parameters file
 click would refuse) sends nothing ahead. This module loads nothing but ``gc``, ``os``,
-``stat`` and ``sys`` (and ``json`` for a parameters file).
+``stat`` and ``sys`` (and ``json`` and the reader of :mod:`gpuops.fsio` for a parameters
+file: the transport loads that module on this path anyway).
 """
 
 from __future__ import annotations
@@ -117,14 +118,14 @@ def _params(path: str) -> dict[str, object] | None:
     ``release_config``, the kubeconfig, context and namespace strings); else ``None``."""
     import json  # noqa: PLC0415 - only with a parameters file
 
+    from gpuops import fsio  # noqa: PLC0415 - loaded by the transport on this path anyway
+    from gpuops.errors import InvalidInput  # noqa: PLC0415
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            text = f.read(_PARAMS_MAX + 1)
-        doc = json.loads(text) if len(text) <= _PARAMS_MAX else None
-    except (OSError, ValueError, RecursionError):
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return None  # a link: the command follows it; nothing is sent ahead for it
+        doc = json.loads(fsio.read_text(path, cap=_PARAMS_MAX, what="parameters file"))
+    except (OSError, ValueError, RecursionError, InvalidInput):
         return None
     if not isinstance(doc, dict) or not set(doc) <= _CHECK_KEYS:
         return None

@@ -34,6 +34,7 @@ from typing import NoReturn
 
 import yaml  # noqa: F401 - for the kubeconfig, loaded before the fork (the command's too)
 
+from gpuops import fsio
 from gpuops.adapters.kube import ahead, paths, wire
 from gpuops.adapters.kube.creds import Credentials, plain_kubeconfig
 from gpuops.adapters.kube.transport import Transport
@@ -74,9 +75,7 @@ def _child(fd: int, kubeconfig: str | None, context: str | None, namespace: str)
     """The fetching process: quiet, and gone by :func:`os._exit` whatever happens."""
     code = 1
     try:
-        null = os.open(os.devnull, os.O_RDWR)
-        for std in (0, 1, 2):
-            os.dup2(null, std)
+        fsio.silence_stdio()
         creds = plain_kubeconfig(kubeconfig, context)
         out = ahead.Frames(fd)
         if creds is not None and not paths.PAGE_SIZE_PROBLEM:
