@@ -689,11 +689,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _gpuops_exe(source: str | None) -> list[str]:
-    """The venv's ``gpuops``; for a ``--also`` tree older than its entry module
-    (``gpuops.cli.start``, issue 17), that tree's ``gpuops.cli.main:main``, as its
-    ``gpuops`` executable ran it."""
-    if source and not (Path(source) / "gpuops" / "cli" / "start.py").is_file():
-        return [sys.executable, "-c", "import sys; from gpuops.cli.main import main; main()"]
+    """The venv's ``gpuops``; for a ``--also`` tree, that tree's entry as its ``gpuops``
+    executable ran it (``gpuops.cli.start:main`` in the trees of the fetch-ahead experiment
+    of issue 17, ``gpuops.cli.main:main`` in every other)."""
+    if source:
+        entry = "start" if (Path(source) / "gpuops" / "cli" / "start.py").is_file() else "main"
+        return [sys.executable, "-c", f"import sys; from gpuops.cli.{entry} import main; main()"]
     return [str(VENV_BIN / "gpuops")]
 
 

@@ -400,17 +400,6 @@ def private_tempdir(prefix: str) -> Iterator[OutDir]:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def silence_stdio() -> None:
-    """Point this process's stdin, stdout and stderr at ``/dev/null``: a forked helper
-    process that must print nothing and read nothing (no file is written)."""
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    try:
-        for std in (0, 1, 2):
-            os.dup2(null, std)
-    finally:
-        os.close(null)
-
-
 # -- files gpuops reads from its user --------------------------------------------------------
 
 

@@ -36,7 +36,7 @@ def test_the_distribution_is_not_the_public_gpuops() -> None:
     product = tomllib.loads((ROOT / "python" / "pyproject.toml").read_text())["project"]
     lab = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())["project"]
     assert product["name"] == DIST
-    assert product["scripts"] == {"gpuops": "gpuops.cli.start:main"}
+    assert product["scripts"] == {"gpuops": "gpuops.cli.main:main"}
     assert lab["name"] != TAKEN
     assert DIST in lab["dependencies"]
     assert TAKEN not in [re.split(r"[<>=!~ ;\[]", d)[0] for d in lab["dependencies"]]

@@ -2,8 +2,7 @@
 
 - ``gpuops --version``, ``--help`` and ``describe`` import no Kubernetes, Docker, Ansible,
   Jenkins or report library (the Groovy runner's version check runs before every step), nor
-  does ``headroom check`` load what its start does not need (bench/headroom_bench.py times it),
-  and it forks the process that sends its GETs ahead before the CLI loads;
+  does ``headroom check`` load what its start does not need (bench/headroom_bench.py times it);
 - every option of every command (the lab's too) has a gpuops type (so the params file is checked
   against its JSON kinds), and the Jenkins library's copy of ``gpuops describe`` and the
   steps' help pages are what the CLI says (``scripts/step-docs.py --check``).
@@ -115,50 +114,6 @@ def test_headroom_check_start_loads_only_what_it_needs(tmp_path: Path) -> None:
         assert not heavy, f"{argv} imported {sorted(heavy)}"
         needless = {m for m in loaded if m in NOT_AT_CHECK_START or m.startswith("google.")}
         assert not needless, f"{argv} imported {sorted(needless)}"
-
-
-#: Loaded when ``headroom check`` forks the process that sends its GETs ahead (the transport,
-#: the kubeconfig's parser: that process starts with them), and not loaded then (the CLI: the
-#: GETs go out while it loads).
-AT_THE_FORK = {"gpuops.adapters.kube.transport", "gpuops.adapters.kube.creds", "ssl", "yaml"}
-NOT_AT_THE_FORK = {"click", "gpuops.cli.main", "gpuops.cli.headroom", "gpuops.usecases.headroom"}
-
-
-def test_headroom_check_sends_its_gets_ahead_before_the_cli_loads(tmp_path: Path) -> None:
-    """The executable's entry forks the fetching process (gpuops.adapters.kube.prefetch)
-    before click and the command load, with what that process needs already loaded."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nobody answers there
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {"token": "t0ken-for-tests"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
-    seen = tmp_path / "modules-at-the-fork"
-    code = (
-        "import os, sys\n"
-        "def hook(event, args):\n"
-        "    if event == 'os.fork':\n"
-        f"        open({str(seen)!r}, 'a').write(' '.join(sorted(sys.modules)) + chr(10))\n"
-        "sys.addaudithook(hook)\n"
-        "sys.argv = ['gpuops', 'headroom', 'check', '--gpus-per-pod', '1']\n"
-        "from gpuops.cli.start import main\n"
-        "main()\n"
-    )
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, check=False)
-    assert done.returncode == 4, done.stderr  # nobody answers: Unreachable, as without
-    (forked,) = seen.read_text().splitlines()  # one fork, by the entry
-    loaded = set(forked.split())
-    assert not AT_THE_FORK - loaded, sorted(AT_THE_FORK - loaded)
-    assert not loaded & NOT_AT_THE_FORK, sorted(loaded & NOT_AT_THE_FORK)
 
 
 def test_a_protobuf_list_is_read_without_the_json_decoder() -> None:

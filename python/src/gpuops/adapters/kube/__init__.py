@@ -13,13 +13,10 @@ Rooms, from the wire up:
   :mod:`.shape` (shape checks);
 - the client and what is built on it: :mod:`.client` (:class:`KubeClient`: LISTs, quotas,
   one workload, single calls), :mod:`.nodes` (cordon, drain, labels), :mod:`.apps`
-  (Deployments, Leases, ConfigMaps of a release);
-- ahead of a command: :mod:`.prefetch` (a process forked before the command loads sends its
-  GETs), :mod:`.ahead` (their answers, which the transport takes only for the identical
-  request).
+  (Deployments, Leases, ConfigMaps of a release).
 
 The names below are loaded on first use: importing one room (the credentials and the
-transport, before :mod:`.prefetch` forks) does not load the client and its decoders.
+transport) does not load the client and its decoders.
 """
 
 from __future__ import annotations

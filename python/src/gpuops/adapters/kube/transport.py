@@ -9,8 +9,6 @@ verification), a small pool of keep-alive connections that threads share (the no
 LISTs run side by side), the bearer token asked for on every request (so exec-plugin and
 service-account tokens refresh), connection retries like the official client's
 (``Retry(connect=2)``), and a proxy only where a kubeconfig names one (urllib3, as before).
-A GET whose identical request a process started before the command has sent already
-(:mod:`.prefetch`) takes that answer (:mod:`.ahead`) instead of going out again.
 
 Transport failures become :class:`~gpuops.errors.Unreachable` worded here (never the
 library's text); HTTP statuses are the caller's to map.
@@ -30,7 +28,6 @@ from urllib.parse import urlsplit
 
 from gpuops import __version__, fsio
 from gpuops.adapters.deadline import Deadline, shutdown
-from gpuops.adapters.kube.ahead import take as fetched_ahead
 from gpuops.adapters.kube.creds import Credentials
 from gpuops.errors import InvalidInput, Unreachable
 
@@ -127,8 +124,6 @@ class Transport:
         the caller the answer was longer; the connection is then closed, not reused)."""
         headers = self.headers(body, content_type)
         want = -1 if limit is None else limit + 1
-        if method == "GET" and (ahead := fetched_ahead(self._creds, target, headers)) is not None:
-            return ahead.status, bytes(ahead.body)
         if self._proxy is not None:
             status, _media, data = self._via_proxy(
                 method, self._prefix + target, body, headers, what, timeout, want
@@ -160,9 +155,6 @@ class Transport:
         so that a large LIST is decoded while it arrives. Transport failures raise
         :class:`Unreachable` as in :meth:`request`."""
         headers = self.headers(None, "", accept)
-        if (ahead := fetched_ahead(self._creds, target, headers)) is not None:
-            yield ahead.status, ahead.media, ahead.reader()
-            return
         if self._proxy is not None:
             status, media, data = self._via_proxy("GET", self._prefix + target, None, headers, what)
             chunks = iter((data,))
