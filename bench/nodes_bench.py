@@ -299,7 +299,7 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
         f"failed {len(result['failed'])}"
     )
     t = result["timings_s"]
-    print(f"  pre-flight {t['preflight']:.1f} s, plan (check mode) {t['plan']:.1f} s")
+    print(f"  pre-flight {t['preflight']:.1f} s, plan {t['plan']:.1f} s")
     for b in result["batches"]:
         p = b["phases_s"]
         print(

@@ -178,7 +178,7 @@ def test_the_timeline_puts_each_batch_at_its_time_and_names_the_unstarted() -> N
     ]  # fmt: skip
     rows = nodeupdate.timeline_rows(ro.to_dict())
     assert [r["label"] for r in rows] == [
-        "pre-flight and plan (check mode)",
+        "pre-flight and plan",
         "canary 0: a (done)",
         "batch 1: b, c, d +1 (failed)",
         "batch 2: f (not-started)",

@@ -177,4 +177,4 @@ def test_the_headroom_gate_and_a_failed_plan_stop_the_run() -> None:
     planned.plan_failed([])
     assert planned.stopped == ""
     planned.plan_failed(["h1", "h2"])
-    assert planned.stopped == "the plan (check mode) failed on h1, h2" and not planned.refused
+    assert planned.stopped == "the plan failed on h1, h2" and not planned.refused

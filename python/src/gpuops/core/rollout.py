@@ -205,9 +205,10 @@ class Run:
     refused: bool = False
 
     def plan_failed(self, hosts: Sequence[str]) -> None:
-        """The plan (check mode) failed on ``hosts``: no batch starts."""
+        """The plan (the driver role's reading, node_init's check mode) failed on ``hosts``: no
+        batch starts."""
         if hosts:
-            self.stopped = "the plan (check mode) failed on " + ", ".join(hosts)
+            self.stopped = "the plan failed on " + ", ".join(hosts)
 
     def refuse(self, index: int, message: str) -> BatchStatus:
         """The headroom gate refused batch ``index``: neither it nor a later batch starts."""

@@ -140,7 +140,7 @@ def timeline_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     preflight, plan = _number(timings.get("preflight")), _number(timings.get("plan"))
     rows = [
         {
-            "label": "pre-flight and plan (check mode)",
+            "label": "pre-flight and plan",
             "start": 0.0,
             "phases": [preflight + plan, 0.0, 0.0, 0.0],
         }
