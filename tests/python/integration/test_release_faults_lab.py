@@ -208,10 +208,20 @@ def test_two_releases_of_one_target_at_once_exactly_one_proceeds(
 ) -> None:
     results: dict[str, tuple[Any, Any]] = {}
     start = threading.Barrier(2)
+    ended = {tag: threading.Event() for tag in ("1.1.0", "1.2.0")}
 
     def go(tag: str) -> None:
+        # The release that reaches its rollout holds the lock; it waits there for the other
+        # to end (less than the lease, so its lock stays fresh), so the two overlap even when
+        # the machine is slow to start the other one (a clean-clone run saw the second begin
+        # only after the first had finished: both succeeded, one after the other).
+        (other,) = set(ended) - {tag}
+        say = on(target, "infer: ", lambda: ended[other].wait(LEASE_S * 5 / 8))
         start.wait()
-        results[tag] = release(target, deps(kube_lab, registry_lab, target.say), tag)
+        try:
+            results[tag] = release(target, deps(kube_lab, registry_lab, say), tag)
+        finally:
+            ended[tag].set()
 
     threads = [threading.Thread(target=go, args=(tag,)) for tag in ("1.1.0", "1.2.0")]
     for th in threads:
