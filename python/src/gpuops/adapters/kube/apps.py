@@ -189,36 +189,38 @@ def replicasets(kube: KubeClient, deployment: Mapping[str, Any]) -> list[Any]:
     """Every ReplicaSet the Deployment owns, oldest revision first."""
     meta = deployment.get("metadata") or {}
     namespace, uid = meta.get("namespace", ""), meta.get("uid")
-    selector = label_selector((deployment.get("spec") or {}).get("selector"))
-    doc = kube.request(
-        "GET",
+    owned = owned_items(
+        kube,
         f"/apis/apps/v1/namespaces/{namespace}/replicasets",
-        what=f"list replicasets of deployment {namespace}/{meta.get('name')}",
-        query={"labelSelector": selector},
+        label_selector((deployment.get("spec") or {}).get("selector")),
+        uid,
+        f"list replicasets of deployment {namespace}/{meta.get('name')}",
     )
-    owned = [
-        rs
-        for rs in doc.get("items") or ()
-        if any(o.get("uid") == uid for o in (rs.get("metadata") or {}).get("ownerReferences") or ())
-    ]
     return sorted(owned, key=lambda rs: int(annotations_of(rs).get(REVISION, "0") or 0))
 
 
 def pods_of_replicaset(kube: KubeClient, rs: Mapping[str, Any]) -> list[Any]:
     meta = rs.get("metadata") or {}
     namespace = meta.get("namespace", "")
-    selector = label_selector((rs.get("spec") or {}).get("selector"))
-    doc = kube.request(
-        "GET",
+    return owned_items(
+        kube,
         f"/api/v1/namespaces/{namespace}/pods",
-        what=f"list pods of replicaset {namespace}/{meta.get('name')}",
-        query={"labelSelector": selector},
+        label_selector((rs.get("spec") or {}).get("selector")),
+        meta.get("uid"),
+        f"list pods of replicaset {namespace}/{meta.get('name')}",
     )
-    uid = meta.get("uid")
+
+
+def owned_items(kube: KubeClient, path: str, selector: str, uid: Any, what: str) -> list[Any]:
+    """The items of the LIST ``path`` that match ``selector`` and name ``uid`` among their
+    owners: a label match alone may be another controller's object."""
+    doc = kube.request("GET", path, what=what, query={"labelSelector": selector})
     return [
-        p
-        for p in doc.get("items") or ()
-        if any(o.get("uid") == uid for o in (p.get("metadata") or {}).get("ownerReferences") or ())
+        item
+        for item in doc.get("items") or ()
+        if any(
+            o.get("uid") == uid for o in (item.get("metadata") or {}).get("ownerReferences") or ()
+        )
     ]
 
 

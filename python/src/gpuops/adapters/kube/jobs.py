@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from gpuops.adapters.kube.apps import owned_items
 from gpuops.adapters.kube.client import KubeClient, NotFound
 from gpuops.adapters.kube.decode import label_selector
 from gpuops.core.kubeinput import dns_label, dns_subdomain
@@ -98,18 +99,13 @@ def job_pods(kube: KubeClient, job: Mapping[str, Any]) -> list[Any]:
     """The Job's pods (its selector, then its uid among their owners), oldest first."""
     meta = job.get("metadata") or {}
     namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
-    selector = label_selector((job.get("spec") or {}).get("selector"), f"job {namespace}/{name}")
-    doc = kube.request(
-        "GET",
+    owned = owned_items(
+        kube,
         f"/api/v1/namespaces/{namespace}/pods",
-        what=f"list pods of job {namespace}/{name}",
-        query={"labelSelector": selector},
+        label_selector((job.get("spec") or {}).get("selector"), f"job {namespace}/{name}"),
+        uid,
+        f"list pods of job {namespace}/{name}",
     )
-    owned = [
-        p
-        for p in doc.get("items") or ()
-        if any(o.get("uid") == uid for o in (p.get("metadata") or {}).get("ownerReferences") or ())
-    ]
     return sorted(owned, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
 
 
