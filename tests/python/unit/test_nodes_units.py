@@ -151,6 +151,7 @@ def test_update_result_keys_are_stable() -> None:
         "downgrade",
         "stopped",
         "refused",
+        "held",
         "plan",
         "batches",
         "hosts",

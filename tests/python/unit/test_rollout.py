@@ -109,6 +109,7 @@ def test_statuses_are_the_words_of_the_result() -> None:
         "done",
         "failed",
         "refused",
+        "held",
     ]
     assert rollout.NOT_STARTED == rollout.BatchStatus.NOT_STARTED == "not-started"
 
@@ -178,3 +179,11 @@ def test_the_headroom_gate_and_a_failed_plan_stop_the_run() -> None:
     assert planned.stopped == ""
     planned.plan_failed(["h1", "h2"])
     assert planned.stopped == "the plan failed on h1, h2" and not planned.refused
+
+
+def test_a_held_batch_stops_the_run_and_names_the_gate() -> None:
+    run = rollout.Run(rollout.Policy())
+    assert run.hold(2, "window", "closes at 06:00, batch needs 40 min") == rollout.BatchStatus.HELD
+    assert run.held == "window"
+    assert run.stopped == "window held batch 2: closes at 06:00, batch needs 40 min"
+    assert not run.refused

@@ -56,6 +56,7 @@ class BatchStatus(StrEnum):
     DONE = "done"  # every host changed (or had nothing to change)
     FAILED = "failed"  # a host of it failed
     REFUSED = "refused"  # the headroom gate said no: not started
+    HELD = "held"  # a batch gate (window, disruption budget, alerts) held it: not started
 
 
 #: the host statuses by their short names (as the records and tests use them)
@@ -203,6 +204,7 @@ class Run:
     failed: int = 0  # hosts failed in the batches run so far
     stopped: str = ""
     refused: bool = False
+    held: str = ""  # the batch gate that held the run ("" when none did)
 
     def plan_failed(self, hosts: Sequence[str]) -> None:
         """The plan (the driver role's reading, node_init's check mode) failed on ``hosts``: no
@@ -215,6 +217,13 @@ class Run:
         self.refused = True
         self.stopped = f"headroom gate refused batch {index}: {message}"
         return BatchStatus.REFUSED
+
+    def hold(self, index: int, gate: str, message: str) -> BatchStatus:
+        """Batch gate ``gate`` held batch ``index``: neither it nor a later batch starts; the
+        run ends cleanly and a later run resumes where it stopped."""
+        self.held = gate
+        self.stopped = f"{gate} held batch {index}: {message}"
+        return BatchStatus.HELD
 
     def finish(self, statuses: Iterable[str]) -> BatchStatus:
         """A batch ran and its hosts ended with ``statuses``: its status. The run stops when

@@ -166,6 +166,12 @@ class DowngradeDocument(TypedDict):
     message: str
 
 
+class HoldDocument(TypedDict):
+    gate: str  # window, budget, alerts
+    message: str
+    details: dict[str, Any]
+
+
 class RolloutDocument(TypedDict):
     """The ``result`` of ``gpuops nodes update`` (and ``update.json``)."""
 
@@ -188,6 +194,7 @@ class RolloutDocument(TypedDict):
     validation_level: int | None  # --validation-level; None: each group's
     stopped: str  # why later batches were not started
     refused: bool  # stopped by the headroom gate
+    held: Annotated[dict[str, Any] | None, HoldDocument]  # the batch gate that held the run
     plan: list[PlannedBatchDocument]
     batches: list[Annotated[dict[str, Any], BatchRecord, "asdict"]]
     hosts: list[Annotated[dict[str, Any], HostRecord, "asdict"]]
@@ -217,6 +224,7 @@ class Rollout:
     batches: list[BatchRecord] = field(default_factory=list)
     stopped: str = ""  # why later batches were not started
     refused: bool = False  # stopped by the headroom gate
+    held: dict[str, Any] | None = None  # the batch gate's hold that stopped the run (Hold)
     started_at: str = ""
     finished_at: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -275,6 +283,7 @@ class Rollout:
             "validation_level": self.validation_level,
             "stopped": self.stopped,
             "refused": self.refused,
+            "held": self.held,
             "plan": [
                 {"index": b.index, "kind": b.kind, "hosts": list(b.hosts)} for b in self.batches
             ],

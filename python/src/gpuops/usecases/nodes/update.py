@@ -57,6 +57,7 @@ from gpuops.fsio import OutDir
 from gpuops.usecases.cluster import Cluster
 from gpuops.usecases.images.registryops import RegistryAccess
 from gpuops.usecases.nodes import common, downgrade, historystore
+from gpuops.usecases.nodes import gates as batchgates
 from gpuops.usecases.nodes import plan as nodeplan
 from gpuops.usecases.nodes.drain import DrainPolicy, Guard
 from gpuops.usecases.nodes.records import BatchRecord, HostRecord, Rollout
@@ -90,6 +91,8 @@ class UpdateRequest:
     #: Deployments (namespace, name) the caller replaces right after (release rollback
     #: --with-nodes): the downgrade gate does not judge their pods
     replaced: tuple[tuple[str, str], ...] = ()
+    #: the batch gates asked before each batch, in order (window, budget, alerts)
+    gates: tuple[batchgates.GateSpec, ...] = ()
 
 
 def update(
@@ -219,13 +222,7 @@ def _update(
         planned = time.monotonic()
         ro.timings_s.update(phase_timings(started, preflight=pre, plan=planned))
         if not request.check and not run.stopped:
-            guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
-            try:
-                _run(ro, run, inv, request, guard, folder, say, started, keys)
-            except BaseException as exc:  # recorded, then raised by update()
-                error = exc
-                _interrupted(ro, exc)
-                say(f"[gpuops] rollout interrupted: {ro.stopped}")
+            error = _rollout(ro, run, inv, request, kube, folder, say, started, keys)
         _ends(ro)
         ro.timings_s["total"] = round(time.monotonic() - started, 3)
         ro.finished_at = common.now()
@@ -236,6 +233,33 @@ def _update(
     ro.artifacts["junit"] = str(folder.save_text("update-junit.xml", ro.junit()))
     folder.save_json("update.json", ro.to_dict())
     return ro, folder, error
+
+
+def _rollout(
+    ro: Rollout,
+    run: rollout.Run,
+    inv: inventory.Inventory,
+    request: UpdateRequest,
+    kube: KubeClient | None,
+    folder: OutDir,
+    say: common.Say,
+    started: float,
+    keys: hostkeys.HostKeys,
+) -> BaseException | None:
+    """The batches with the run's gates open; the error that interrupted them is recorded and
+    returned (raised by :func:`update` once the records are kept)."""
+    guard = Guard(kube, request.drain, lambda h, m: say(f"[{h}] {m}")) if kube else None
+    try:
+        opened = batchgates.open_all(request.gates, batchgates.GateContext(kube, inv, ro, say))
+        try:
+            _run(ro, run, inv, request, guard, opened, folder, say, started, keys)
+        finally:
+            batchgates.close_all(opened)
+    except BaseException as exc:  # recorded, then raised by update()
+        _interrupted(ro, exc)
+        say(f"[gpuops] rollout interrupted: {ro.stopped}")
+        return exc
+    return None
 
 
 def _records(
@@ -473,12 +497,14 @@ def _run(
     inv: inventory.Inventory,
     request: UpdateRequest,
     guard: Guard | None,
+    opened: list[batchgates.BatchGate],
     folder: OutDir,
     say: common.Say,
     started: float,
     keys: hostkeys.HostKeys,
 ) -> None:
-    """The batches in order; after each, the core's stop rules say whether the next starts."""
+    """The batches in order; before each, the batch gates then the headroom gate say whether
+    it starts; after each, the core's stop rules say whether the next one may."""
     total = len(ro.batches)
     for b in ro.batches:
         tag = f"[{b.kind} {b.index + 1}/{total}]"
@@ -486,10 +512,18 @@ def _run(
             for h in b.hosts:
                 ro.hosts[h].reason = rollout.not_started(run.stopped)
             continue
+        records = [ro.hosts[h] for h in b.hosts]
+        hold = next((x for g in opened if (x := g.admit(b, records)) is not None), None)
+        if hold is not None:  # not started: the gate said not now
+            say(f"{tag} held by the {hold.gate}: {hold.message}")
+            b.status = run.hold(b.index, hold.gate, hold.message)
+            ro.stopped, ro.held = run.stopped, hold.to_dict()
+            for r in records:
+                r.reason = rollout.not_started(run.stopped)
+            continue
         b.started_at = common.now()
         t0 = time.monotonic()
         b.start_s = round(t0 - started, 3)
-        records = [ro.hosts[h] for h in b.hosts]
         if guard is not None and any(r.node for r in records):
             verdict = guard.headroom(records)
             b.headroom = verdict.to_dict()
@@ -508,6 +542,8 @@ def _run(
             _batch(b, ready, inv, request, guard, folder, say, tag, keys)
         b.status = run.finish(r.status for r in records)
         ro.stopped = run.stopped
+        for g in opened:
+            g.done(b, records)
         b.finished_at, b.elapsed_s = common.now(), round(time.monotonic() - t0, 3)
         if run.stopped:
             say(f"{tag} stopping: {run.stopped}")
@@ -722,6 +758,11 @@ def _ends(ro: Rollout) -> None:
 
 
 def _verdict(ro: Rollout) -> GpuOpsError | None:
+    if ro.held is not None and not ro.failures:
+        return GateRefused(
+            f"rollout held: {ro.stopped}",
+            hint="run it again when the " + ro.held["gate"] + " allows: it resumes",
+        )
     if ro.refused:
         return GateRefused(
             f"rollout stopped: {ro.stopped}",
