@@ -32,6 +32,7 @@ from gpuops.core.disruption import BudgetLimit
 from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
 from gpuops.usecases.nodes import gates as batchgates
 from gpuops.usecases.nodes.gates import Hold
+from gpuops.usecases.nodes.records import BatchRecord, HostRecord
 
 __all__ = [
     "BudgetLimit",
@@ -361,7 +362,7 @@ class BudgetGate:
         if ctx.kube is None:
             ctx.say("[budget] no Kubernetes: hosts are no nodes, the budget is not asked")
 
-    def _classes(self, kube: KubeClient, hosts: Sequence[Any]) -> dict[str, list[str]]:
+    def _classes(self, kube: KubeClient, hosts: Sequence[HostRecord]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for h in hosts:
             if not h.node:
@@ -371,7 +372,7 @@ class BudgetGate:
             out.setdefault(cls, []).append(h.node)
         return out
 
-    def admit(self, batch: Any, hosts: Sequence[Any]) -> Hold | None:
+    def admit(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> Hold | None:
         kube = self.ctx.kube
         if kube is None:
             return None
@@ -400,11 +401,10 @@ class BudgetGate:
             self.renewer.held = got
         taken = ", ".join(f"{c}: {len(n)}" for c, n in sorted(got.to_dict()["nodes"].items()))
         self.ctx.say(f"[budget] took {taken} (waited {round(got.waited_s)}s)")
-        if hasattr(batch, "budget"):
-            batch.budget = got.to_dict()
+        batch.budget = got.to_dict()
         return None
 
-    def done(self, batch: Any, hosts: Sequence[Any]) -> None:
+    def done(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> None:
         self._give_back()
 
     def close(self) -> None:
