@@ -316,6 +316,7 @@ class Renewer:
         self.kube, self.say, self.period = kube, say, max(0.5, lease_s / 3)
         self.lock = threading.Lock()
         self.held: Taken | None = None
+        self.confirmed = time.monotonic()  # the last write that proved the share ours
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="budget-renew", daemon=True)
         self._thread.start()
@@ -327,6 +328,7 @@ class Renewer:
                     continue
                 try:
                     renew(self.kube, self.held)
+                    self.confirmed = time.monotonic()
                 except GpuOpsError as exc:
                     self.say(f"[budget] could not renew: {exc.message}")
 
@@ -399,10 +401,27 @@ class BudgetGate:
                 for cls, n in before.nodes.items():
                     got.nodes[cls] = tuple(sorted(set(got.nodes.get(cls, ())) | set(n)))
             self.renewer.held = got
+            self.renewer.confirmed = time.monotonic()
         taken = ", ".join(f"{c}: {len(n)}" for c, n in sorted(got.to_dict()["nodes"].items()))
         self.ctx.say(f"[budget] took {taken} (waited {round(got.waited_s)}s)")
         batch.budget = got.to_dict()
         return None
+
+    def confirm(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> None:
+        """Renew now, right before the batch's nodes are cordoned: when this run's share was
+        recovered by another run (this one was stopped for longer than its lease since it took
+        it) the run stops here with an error, its nodes untouched."""
+        if self.renewer is None or self.ctx.kube is None:
+            return
+        with self.renewer.lock:
+            if self.renewer.held is None or not self.renewer.held.nodes:
+                return
+            try:
+                renew(self.ctx.kube, self.renewer.held)
+            except OperationFailed:
+                self.renewer.held = None  # nothing of it is ours any more: nothing to give back
+                raise
+            self.renewer.confirmed = time.monotonic()
 
     def done(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> None:
         self._give_back()
