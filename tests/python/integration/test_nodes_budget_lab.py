@@ -298,6 +298,15 @@ def _a_stopped_gate_that_lost_its_share_does_not_cordon(
     class Batch:
         budget: Any = None
 
+    said: list[str] = []
+    other = budget.BudgetSpec({"NVIDIA-H800": BudgetLimit(count=1)}, 0, budget.Where(kured=None))
+    elsewhere = other.open(GateContext(kube, None, None, said.append))  # type: ignore[arg-type]
+    try:  # a class the limits do not name is not asked for, and said so
+        assert elsewhere.admit(Batch(), [Host()]) is None  # type: ignore[arg-type, list-item]
+        assert said == [f"[budget] class {cls} has no limit given: not asked for it"]
+        assert _holders(nl, cls) == []
+    finally:
+        elsewhere.close()
     try:
         assert gate.admit(Batch(), [Host()]) is None  # type: ignore[arg-type, list-item]
         (mine,) = _holders(nl, cls)

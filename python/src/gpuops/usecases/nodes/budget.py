@@ -361,6 +361,7 @@ class BudgetGate:
         run = spec.where.run or _run_name(ctx)
         self.where = Where(spec.where.namespace, spec.where.kured, spec.where.lease_s, run)
         self.renewer: Renewer | None = None
+        self.unlimited: set[str] = set()  # classes the limits do not name (not asked)
         if ctx.kube is None:
             ctx.say("[budget] no Kubernetes: hosts are no nodes, the budget is not asked")
 
@@ -371,6 +372,11 @@ class BudgetGate:
                 continue
             info = kubenodes.get_node(kube, h.node)
             cls = core.class_of(info.labels) if info.exists else core.UNLABELLED
+            if core.limit_for(self.spec.limits, cls) is None:
+                if cls not in self.unlimited:
+                    self.unlimited.add(cls)
+                    self.ctx.say(f"[budget] class {cls} has no limit given: not asked for it")
+                continue
             out.setdefault(cls, []).append(h.node)
         return out
 
