@@ -204,7 +204,8 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
             '1 more would make 2 > max_unavailable 1; holders: agent-3/pid-7-a1b2c3 (nodes update inv-b) holds n1'
         cliFails(WORDS, 3, [message: held, category: 'gate-refused'], [result: FAILED_RESULT])
 
-        Object result = runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable', budgetMaxUnavailable: ['1']])
+        Object result = runStep('updateGpuNodes',
+            [inventory: 'inv', onFailure: 'unstable', budgetMaxUnavailable: ['1']])
 
         assertEquals(FAILED_RESULT, result)
         assertEquals(["[updateGpuNodes] ${held} (gate-refused)".toString()], unstableMessages)
