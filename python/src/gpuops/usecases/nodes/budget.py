@@ -124,14 +124,14 @@ def take(
         if blocked is None:  # pragma: no cover - _try_all returns one or the other
             raise OperationFailed("the disruption budget answered neither taken nor spent")
         waited = time.monotonic() - started
-        never = len(blocked.asked) > blocked.limit
+        never = blocked.never
         if never or waited >= wait_s:
             why = "" if never else f" (waited {round(waited)}s of --budget-wait {round(wait_s)}s)"
             message = f"disruption budget spent: {blocked.message()}{why}"
             if never:
                 message = (
                     f"the batch takes {len(blocked.asked)} node(s) of class {blocked.cls}, "
-                    f"more than its max_unavailable {blocked.limit}: use a smaller batch"
+                    f"more than its max_unavailable {blocked.own}: use a smaller batch"
                 )
             return Hold("budget", message, {**blocked.to_dict(), "waited_s": round(waited, 3)})
         if not said:
