@@ -317,6 +317,7 @@ class Renewer:
         self.lock = threading.Lock()
         self.held: Taken | None = None
         self.confirmed = time.monotonic()  # the last write that proved the share ours
+        self.failed = ""  # the last renewal error said
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="budget-renew", daemon=True)
         self._thread.start()
@@ -330,7 +331,9 @@ class Renewer:
                     renew(self.kube, self.held)
                     self.confirmed = time.monotonic()
                 except GpuOpsError as exc:
-                    self.say(f"[budget] could not renew: {exc.message}")
+                    if exc.message != self.failed:  # said once, not every period
+                        self.failed = exc.message
+                        self.say(f"[budget] could not renew: {exc.message}")
 
     def stop(self) -> None:
         self._stop.set()
