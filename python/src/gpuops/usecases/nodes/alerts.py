@@ -97,8 +97,8 @@ class AlertsGate:
             if not said:
                 what = problem or f"{len(alerts)} alert(s) fire: {_names(alerts)}"
                 self.say(
-                    f"[alerts] {what}; asking again every {spec.recheck_s:g} s for up to "
-                    f"{spec.wait_s:g} s (--alerts-wait)"
+                    f"[alerts] {what}; asking again every {min(spec.recheck_s, spec.wait_s):g} s "
+                    f"for up to {spec.wait_s:g} s (--alerts-wait)"
                 )
                 said = True
             spec.sleep(min(spec.recheck_s, left))
