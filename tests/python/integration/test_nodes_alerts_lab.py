@@ -33,13 +33,18 @@ SELECTOR = 'severity="critical",alertname=~"Gpu.*"'
 
 @pytest.fixture(scope="module")
 def alertmanager(nodes_lab: NodesLab) -> Iterator[str]:
-    """The lab's Alertmanager in the nodes lab (started for this module, stopped after)."""
+    """The lab's Alertmanager in the nodes lab (started for this module, stopped after: the
+    process the lab recorded, pid and start time, is gone, and so are its files)."""
     lab = nodes_lab.lab
+    record = None
     try:
         lab.up(["alertmanager"])
+        record = proc.recorded(labam.PROC, lab.dir)
         yield str(lab.facts("alertmanager")["url"])
     finally:
         lab.stop(["alertmanager"])
+    assert record is not None and not record.is_running(), record
+    assert not (lab.dir / "alertmanager").exists() and not lab.facts("alertmanager")
 
 
 def _silence(url: str, matchers: dict[str, str], lasts_s: float = 60) -> None:
@@ -111,7 +116,9 @@ def test_the_gate_asks_the_real_alertmanager_waits_for_a_resolve_and_fails_close
     assert "held (fail closed): cannot reach Alertmanager" in hold.message, hold.message
 
     status = nodes_lab.lab.status()["components"]["alertmanager"]
-    assert status["healthy"] and proc.alive(int(status["pid"]))
+    record = proc.recorded(labam.PROC, nodes_lab.lab.dir)
+    assert status["healthy"] and record is not None and record.is_running()
+    assert status["pid"] == record.pid and record.argv[0] == "/usr/bin/prometheus-alertmanager"
 
 
 def test_a_firing_alert_holds_the_next_batch_naming_it_and_touches_nothing(
