@@ -59,6 +59,9 @@ def test_alertmanager_matchers_are_parsed(text: str, want: list[Matcher]) -> Non
         ('team=~"gpu(|"', "is no regular expression"),
         (r'team=~"(a)\1"', "backreference or look-around"),
         ('team=~"(?!gpu)"', "backreference or look-around"),
+        ('team=~"x{99999999999}"', "more than 1000 repetitions"),  # re: OverflowError
+        ('team=~"x{2,1001}"', "more than 1000 repetitions"),  # RE2's limit
+        ('team=~"' + "(" * 500 + "x" + ")" * 500 + '"', "is no regular expression"),  # re: deep
         ('team=~".*"', "would match every alert"),
         ('team!="gpu"', "would match every alert"),
         ('team=""', "would match every alert"),

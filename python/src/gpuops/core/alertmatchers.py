@@ -9,8 +9,9 @@ accepts, a bare word of letters, digits and ``_ . : / -``. Label names are Prome
 these three keeps its backslash (``\\d`` in a regular expression), as Alertmanager's does.
 
 Refused, with a message naming the matcher: another syntax, an empty selector, a regular
-expression that does not compile or uses what Go's RE2 (Alertmanager's engine) lacks
-(backreferences, look-around), and a selector every matcher of which matches an empty
+expression that does not compile (in Python's re: a nesting deeper than it can parse is refused
+too) or uses what Go's RE2 (Alertmanager's engine) lacks or refuses (backreferences,
+look-around, a count over 1000 in ``{n,m}``), and a selector every matcher of which matches an empty
 label (``foo=~".*"``, ``foo!="x"``): as for Alertmanager's silences, such a selector would
 match every alert, Watchdog's ever-firing one included, and hold every rollout for ever.
 """
@@ -31,6 +32,9 @@ _QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _SPACE = re.compile(r"[ \t]*")
 #: what Python's re has and RE2 has not (Alertmanager would refuse the filter)
 _NOT_RE2 = re.compile(r"\\[1-9]|\(\?[=!]|\(\?<[=!]|\(\?P=")
+#: a counted repetition, {n} or {n,} or {n,m}: RE2 refuses counts over 1000
+_REPEAT = re.compile(r"\{([0-9]+)(?:,([0-9]*))?\}")
+RE2_MAX_REPEAT = 1000
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n"}
 
 HINT = (
@@ -138,9 +142,21 @@ def _regex(matcher: Matcher, what: str) -> None:
             "Alertmanager's regular expressions (Go RE2) do not have",
             hint=HINT,
         )
+    counts = [int(n) for pair in _REPEAT.findall(matcher.value) for n in pair if n]
+    if any(n > RE2_MAX_REPEAT for n in counts):
+        raise InvalidInput(
+            f"{what}: {shown(matcher.text(), 80)} asks for more than {RE2_MAX_REPEAT} "
+            "repetitions, which Alertmanager's regular expressions (Go RE2) refuse",
+            hint=HINT,
+        )
     try:
         re.compile(matcher.value)
     except re.error as exc:
         raise InvalidInput(
-            f"{what}: {matcher.text()} is no regular expression: {exc.msg}", hint=HINT
+            f"{what}: {shown(matcher.text(), 80)} is no regular expression: {exc.msg}", hint=HINT
+        ) from None
+    except (OverflowError, RecursionError) as exc:  # a count or a nesting too large for re
+        raise InvalidInput(
+            f"{what}: {shown(matcher.text(), 80)} is no regular expression: {type(exc).__name__}",
+            hint=HINT,
         ) from None
