@@ -170,11 +170,33 @@ def test_bad_thresholds_in_group_vars(tmp_path: Path) -> None:
         ({"inventory": "x", "budget_lease": 1}, "budget_lease"),
         ({"inventory": "x", "kured_daemonset": "kured"}, "kured_daemonset"),
         ({"inventory": "x", "kured_daemonset": "a/$(id)"}, "kured_daemonset"),
+        # the alerts gate's options (issue 21): checked before anything runs
+        ({"inventory": "x", "alerts_url": "ftp://am:9093", "alerts_selector": "a=b"}, "alerts_url"),
+        (
+            {"inventory": "x", "alerts_url": "http://am", "alerts_selector": 'a=~".*"'},
+            "alerts_selector",
+        ),
+        (
+            {"inventory": "x", "alerts_url": "http://am", "alerts_selector": "a=~(x"},
+            "alerts_selector",
+        ),
+        ({"inventory": "x", "alerts_url": "http://am:9093"}, "alerts_selector"),
+        ({"inventory": "x", "alerts_selector": "severity=critical"}, "alerts_url"),
+        (
+            {
+                "inventory": "x",
+                "alerts_url": "http://am",
+                "alerts_selector": "a=b",
+                "alerts_wait": -1,
+            },
+            "alerts_wait",
+        ),
     ],
 )
 def test_bad_update_parameters(params: dict[str, Any], field: str, tmp_path: Path) -> None:
     rc, doc = gpuops("nodes", "update", params=params, tmp=tmp_path)
     assert rc == 2 and doc["error"]["field"] == field, doc
+    assert not (tmp_path / "gpuops-artifacts").exists()  # nothing created
 
 
 def test_a_kubeconfig_that_does_not_exist_is_an_input_error(tmp_path: Path) -> None:

@@ -57,6 +57,12 @@ def _pattern(value: str) -> str:
     return value
 
 
+def _alert_matchers(value: str) -> Any:
+    from gpuops.core.alertmatchers import parse  # noqa: PLC0415 - stdlib only
+
+    return parse(value)
+
+
 def _mount(value: str) -> str:
     if not value.startswith("/"):
         raise InvalidInput(f"{shown(value)} is not an absolute path")
@@ -237,6 +243,30 @@ def nodes() -> None:
 )
 @registry_options
 @budget_options
+@click.option(
+    "--alerts-url",
+    type=Text("url", http_url),
+    help="Alertmanager (API v2) asked before each batch: matching firing alerts hold the "
+    "rollout; unreachable holds it too (fail closed). Bearer token: env GPUOPS_ALERTS_TOKEN.",
+)
+@click.option(
+    "--alerts-selector",
+    type=Text("matchers", _alert_matchers),
+    help="Alertmanager matchers of the alerts that hold a batch, comma-separated: "
+    'severity="critical",team=~"gpu|infra" (with --alerts-url).',
+)
+@click.option(
+    "--alerts-wait",
+    default=300,
+    show_default=True,
+    type=Integer(min=0, max=86400),
+    help="Seconds to keep asking (every 5 s) while matching alerts fire before holding.",
+)
+@click.option(
+    "--alerts-ca-file",
+    type=Text("path"),
+    help="PEM CA file for an https --alerts-url [default: the system's CAs].",
+)
 def update(
     inventory: str,
     limit: str | None,
@@ -263,18 +293,25 @@ def update(
     learn_host_keys: bool,
     access: Any,
     budget: Any,
+    alerts_url: str | None,
+    alerts_selector: Any,
+    alerts_wait: int,
+    alerts_ca_file: str | None,
 ) -> Shown:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
     Exit 1 when hosts failed (the report says which changed, failed, were rolled back and
     never started), 6 when a failed host's rollback failed too (left cordoned and tainted),
     3 when the headroom gate stopped it or a batch gate held it (the disruption budget spent
-    for longer than --budget-wait), 2/4 for bad input or unreachable hosts (nothing
-    touched)."""
+    for longer than --budget-wait, firing alerts), 2/4 for bad input or unreachable hosts
+    (nothing touched)."""
     from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
     from gpuops.render.nodes import update_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import alerts as alertsgate  # noqa: PLC0415
     from gpuops.usecases.nodes import update as usecase  # noqa: PLC0415
     from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
+
+    alerts = alertsgate.spec(alerts_url, alerts_selector, alerts_wait, alerts_ca_file)
 
     outcome = usecase.update(
         usecase.UpdateRequest(
@@ -295,7 +332,7 @@ def update(
             rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
             validation_level=validation_level,
             registry=access,
-            gates=tuple(g for g in (budget,) if g is not None),
+            gates=tuple(g for g in (budget, alerts) if g is not None),
         )
     )
     text = update_text(outcome.to_dict())

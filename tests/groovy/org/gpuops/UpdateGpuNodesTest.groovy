@@ -355,6 +355,27 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
             unstableMessages)
     }
 
+    static final String HELD = "rollout held: alerts held batch 1: 1 alert(s) matching severity=\"critical\" still " +
+        "fire after 120 s: 'GpuXid'{instance='gpu-h800-02', severity='critical'}"
+
+    @Test
+    void theAlertsGateOptionsReachTheCliAsGivenAndAHeldRolloutIsAFailureByPolicy() {
+        Map held = FAILED_RESULT + [held: [gate: 'alerts', message: HELD, details: [firing: 1]]]
+        cliFails(WORDS, 3, [message: HELD, category: 'gate-refused'], [result: held])
+
+        Object result = runStep('updateGpuNodes', [inventory: 'inv', onFailure: 'unstable',
+                                                   alertsUrl: 'https://alertmanager.example:9093',
+                                                   alertsSelector: 'severity="critical",team=~"gpu|infra"',
+                                                   alertsWait: 120])
+
+        assertEquals([inventory: 'inv', alerts_url: 'https://alertmanager.example:9093',
+                      alerts_selector: 'severity="critical",team=~"gpu|infra"', alerts_wait: 120,
+                      artifacts_dir: 'gpuops-artifacts/updateGpuNodes-local'], paramsOfLastCall())
+        assertEquals("'gpuops' 'nodes' 'update'", commandCalls().first().script)  // the selector in no shell
+        assertEquals(held, result)
+        assertEquals(["[updateGpuNodes] ${HELD} (gate-refused)".toString()], unstableMessages)
+    }
+
     @Test
     void badInputFailsEvenWhenFailuresAreOnlyUnstable() {
         cliFails(WORDS, 2, [message: 'inventory inv: group gpu_a100 (host gpu-a100-01) has no driver version',

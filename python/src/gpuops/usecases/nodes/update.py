@@ -758,11 +758,19 @@ def _ends(ro: Rollout) -> None:
             r.driver_after = None
 
 
+#: what to do about a held run, per batch gate
+_HELD_HINTS = {
+    "window": "run it again in the next maintenance window",
+    "budget": "run it again when the disruption budget has room (the holders are named)",
+    "alerts": "run it again when the alerts named have resolved",
+}
+
+
 def _verdict(ro: Rollout) -> GpuOpsError | None:
     if ro.held is not None and not ro.failures:
         return GateRefused(
             f"rollout held: {ro.stopped}",
-            hint="run it again when the " + ro.held["gate"] + " allows: it resumes",
+            hint=_HELD_HINTS.get(ro.held["gate"], "run it again later") + ": it resumes",
         )
     if ro.refused:
         return GateRefused(
