@@ -56,6 +56,20 @@ def _pattern(value: str) -> str:
     return value
 
 
+def _window(value: str) -> str:
+    """A maintenance window's text, checked as the option is read (core/window.py)."""
+    from gpuops.core.window import parse  # noqa: PLC0415
+
+    return parse(value).text
+
+
+def _duration(value: str) -> str:
+    from gpuops.core.window import parse_duration  # noqa: PLC0415
+
+    parse_duration(value)
+    return value.strip()
+
+
 def _mount(value: str) -> str:
     if not value.startswith("/"):
         raise InvalidInput(f"{shown(value)} is not an absolute path")
@@ -235,6 +249,27 @@ def nodes() -> None:
     "refused); the keys learned are written to the artifacts folder for review.",
 )
 @registry_options
+@click.option(
+    "--window",
+    type=Text("window", _window),
+    help="Maintenance window: a batch starts only inside it and only if its expected time "
+    "fits before it closes, else the run is held (exit 3) and --resume continues it. "
+    "'Sat 22:00-Sun 06:00 Europe/Berlin' or 'daily 22:00-06:00 UTC' (wall-clock times of "
+    "the zone, across daylight saving changes).",
+)
+@click.option(
+    "--batch-estimate",
+    type=Text("duration", _duration),
+    help="Expected time of a batch (40m, 1h30m) until this run has timed one (then the mean "
+    "of its batches) [default: none: the first batch only needs the window open].",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the latest run of this inventory, limit and change that was held or "
+    "aborted (its node history record): only the hosts it left, none of those it did, no "
+    "canary when its canary passed.",
+)
 def update(
     inventory: str,
     limit: str | None,
@@ -260,18 +295,29 @@ def update(
     known_hosts: str | None,
     learn_host_keys: bool,
     access: Any,
+    window: str | None,
+    batch_estimate: str | None,
+    resume: bool,
 ) -> Shown:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
     Exit 1 when hosts failed (the report says which changed, failed, were rolled back and
-    never started), 6 when a failed host's rollback failed too (left cordoned and tainted),
-    3 when the headroom gate stopped it, 2/4 for bad input or unreachable hosts (nothing
-    touched)."""
+    never started) or the run was aborted (SIGTERM/SIGINT; resumable), 6 when a failed
+    host's rollback failed too (left cordoned and tainted), 3 when the headroom gate stopped
+    it or the maintenance window held it (resumable), 2/4 for bad input or unreachable hosts
+    (nothing touched)."""
     from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
     from gpuops.render.nodes import update_text  # noqa: PLC0415
     from gpuops.usecases.nodes import update as usecase  # noqa: PLC0415
     from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
+    from gpuops.usecases.nodes.window import WindowSpec  # noqa: PLC0415
 
+    if batch_estimate is not None and window is None:
+        raise InvalidInput(
+            "--batch-estimate is the expected time of a batch in a --window: give the window",
+            field="batch_estimate",
+        )
+    gates = (WindowSpec.of(window, batch_estimate),) if window is not None else ()
     outcome = usecase.update(
         usecase.UpdateRequest(
             inventory=inventory,
@@ -291,6 +337,8 @@ def update(
             rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
             validation_level=validation_level,
             registry=access,
+            gates=gates,
+            resume=resume,
         )
     )
     text = update_text(outcome.to_dict())
