@@ -86,9 +86,12 @@ def test_an_estimate_needs_a_window_and_bad_values_are_input_errors() -> None:
 
 
 def rollout_of(statuses: dict[str, str], held: bool = True) -> Rollout:
-    ro = Rollout("/inv/hosts.yml", "gpu_h800", "test", ["nvidia_driver"], rollout.Policy(), False, "k")
+    ro = Rollout(
+        "/inv/hosts.yml", "gpu_h800", "test", ["nvidia_driver"], rollout.Policy(), False, "k"
+    )
     for i, (name, status) in enumerate(statuses.items()):
-        ro.hosts[name] = HostRecord(name, "gpu_h800", name, "570.133.20", i, status)  # type: ignore[arg-type]
+        ro.hosts[name] = HostRecord(name, "gpu_h800", name, "570.133.20", i)
+        ro.hosts[name].status = status  # type: ignore[assignment]
         ro.batches.append(BatchRecord(i, rollout.BATCH, [name]))
     if held:
         ro.held = {"gate": "window", "message": "closes", "details": {}}
@@ -97,7 +100,7 @@ def rollout_of(statuses: dict[str, str], held: bool = True) -> Rollout:
 
 
 def test_a_held_run_is_resumable_and_its_record_round_trips() -> None:
-    from gpuops.usecases.nodes.update import _resumable  # noqa: PLC0415
+    from gpuops.usecases.nodes.update import _resumable
 
     ro = rollout_of({"h0": rollout.CHANGED, "h1": rollout.FAILED, "h2": rollout.NOT_STARTED})
     ro.resume = {"reason": "", "done": ["h9"], "left": [], "failed": []}  # resumed from a run
@@ -109,7 +112,7 @@ def test_a_held_run_is_resumable_and_its_record_round_trips() -> None:
         "left": ["h2"],
         "failed": ["h1"],
     }
-    from test_nodehistory import inventory  # noqa: PLC0415
+    from test_nodehistory import inventory
 
     made = historystore.new_record(5, inventory("h0", "h1", "h2"), ro)
     assert made.status == nh.FAILED  # a host failed: not a plain "refused"

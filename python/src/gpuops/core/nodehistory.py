@@ -67,7 +67,8 @@ class Resume:
     rollout: ``nodes update --resume`` continues with ``left``, no host of ``done`` again."""
 
     reason: str  # why it stopped (the run's ``stopped``)
-    done: list[str] = field(default_factory=list)  # finished their change (this run and those resumed)
+    #: finished their change (this run and the runs it resumed)
+    done: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)  # never started, or interrupted mid-batch
     failed: list[str] = field(default_factory=list)  # failed in this run: not resumed
 

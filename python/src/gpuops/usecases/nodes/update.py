@@ -233,12 +233,7 @@ def _update(
         )
     kube = (connect or Cluster.connect)(request.cluster) if request.cluster else None
     try:
-        point, policy = None, request.policy
-        if request.resume and kube is not None:
-            point = historystore.resume_point(kube, inv, request.limit, request.change)
-            inv = _resumed(inv, point)
-            if point.done:  # the canary passed in the run resumed
-                policy = dataclasses.replace(policy, canary=0)
+        point, inv, policy = _resume_from(request, kube, inv)
         ro = Rollout(
             inventory=inv.path,
             limit=request.limit,
@@ -259,15 +254,7 @@ def _update(
                 out.write(f"{common.now()} {line}\n")
 
         if point is not None:
-            ro.resumed_from = point.record
-            ro.resume = {"reason": "", "done": list(point.done), "left": [], "failed": []}
-            say(
-                f"[gpuops] resuming record {point.record} ({point.reason}): "
-                f"{len(point.done)} host(s) done, not touched again; {len(point.left)} left: "
-                + " ".join(point.left)
-                + ("; no canary (it passed)" if point.done else "")
-            )
-
+            _resuming(ro, point, say)
         _records(ro, inv, kube, request.pins)
         try:
             _preflight(ro, inv, request, say, keys, kube)
@@ -290,11 +277,7 @@ def _update(
     with aborts.deferred():  # the rollout is over: a signal now only notes itself
         if kube is not None:
             kube.close()
-        if ro.held is not None:
-            _resumable(ro, [])
-        elif not isinstance(error, aborts.Aborted):
-            ro.resume = None  # ran to its end (or failed): nothing to resume
-        _ends(ro)
+        _ended(ro, error)
         ro.timings_s["total"] = round(time.monotonic() - started, 3)
         ro.finished_at = common.now()
         ro.artifacts["json"] = str(folder.file("update.json"))
@@ -328,6 +311,38 @@ def _rollout(
         say(f"[gpuops] rollout interrupted: {ro.stopped}")
         return exc
     return None
+
+
+def _resume_from(
+    request: UpdateRequest, kube: KubeClient | None, inv: inventory.Inventory
+) -> tuple[historystore.ResumePoint | None, inventory.Inventory, rollout.Policy]:
+    """``--resume``: the record continued, the inventory narrowed to its hosts left, and the
+    policy (no canary when the run resumed had one pass); else none, as they are."""
+    if not request.resume or kube is None:
+        return None, inv, request.policy
+    point = historystore.resume_point(kube, inv, request.limit, request.change)
+    policy = dataclasses.replace(request.policy, canary=0) if point.done else request.policy
+    return point, _resumed(inv, point), policy
+
+
+def _resuming(ro: Rollout, point: historystore.ResumePoint, say: common.Say) -> None:
+    ro.resumed_from = point.record
+    ro.resume = {"reason": "", "done": list(point.done), "left": [], "failed": []}
+    say(
+        f"[gpuops] resuming record {point.record} ({point.reason}): "
+        f"{len(point.done)} host(s) done, not touched again; {len(point.left)} left: "
+        + " ".join(point.left)
+        + ("; no canary (it passed)" if point.done else "")
+    )
+
+
+def _ended(ro: Rollout, error: BaseException | None) -> None:
+    """The run's end: resumable when held or aborted with hosts left; each host's driver."""
+    if ro.held is not None:
+        _resumable(ro, [])
+    elif not isinstance(error, aborts.Aborted):
+        ro.resume = None  # ran to its end (or failed): nothing to resume
+    _ends(ro)
 
 
 def _resumed(inv: inventory.Inventory, point: historystore.ResumePoint) -> inventory.Inventory:
