@@ -150,3 +150,44 @@ def test_durations_of_the_clock_are_never_negative() -> None:
     assert g.admit(batch(0), []) is None
     g.done(batch(0), [])
     assert g.admit(batch(1), []) is None  # a clock that went back counts 0 s
+
+
+def stored(monkeypatch: pytest.MonkeyPatch, *records: nh.NodeRecord) -> None:
+    monkeypatch.setattr(historystore.Store, "read", lambda self: list(records))
+
+
+def update_record(
+    number: int, resume: nh.Resume | None, limit: str | None = "gpu_h800"
+) -> nh.NodeRecord:
+    return nh.NodeRecord(
+        number, "test", "update", nh.REFUSED, "2026-12-02T05:00:00Z", inventory="/inv/hosts.yml",
+        limit=limit, change=["nvidia_driver"], resume=resume,
+    )  # fmt: skip
+
+
+def test_resume_continues_the_newest_record_of_the_same_inventory_limit_and_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from test_nodehistory import inventory
+
+    from gpuops.usecases.nodes.update import _resumed
+
+    inv = inventory("h0", "h1", "h2")
+    held = nh.Resume("held by the window", ["h0"], ["h1", "h2"], [])
+    other = nh.Resume("held", [], ["h0"], [])
+    stored(monkeypatch, update_record(1, held), update_record(2, other, limit="gpu_a100"))
+    point = historystore.resume_point(None, inv, "gpu_h800", ["nvidia_driver"])  # type: ignore[arg-type]
+    assert (point.record, point.done, point.left) == ("test-1", ["h0"], ["h1", "h2"])
+    assert _resumed(inv, point).names() == ["h1", "h2"]
+    with pytest.raises(
+        InvalidInput, match=r"left host\(s\) the inventory and limit no longer name: h2"
+    ):
+        _resumed(inventory("h0", "h1"), point)
+    # a later run of the same inventory, limit and change that finished: nothing to resume
+    stored(monkeypatch, update_record(1, held), update_record(3, None))
+    with pytest.raises(InvalidInput, match=r"test-3, refused.*left nothing") as err:
+        historystore.resume_point(None, inv, "gpu_h800", ["nvidia_driver"])  # type: ignore[arg-type]
+    assert err.value.exit_code == 2 and err.value.field == "resume"
+    stored(monkeypatch)
+    with pytest.raises(InvalidInput, match=r"no run of inventory /inv/hosts\.yml, limit gpu_h800"):
+        historystore.resume_point(None, inv, "gpu_h800", ["nvidia_driver"])  # type: ignore[arg-type]
