@@ -63,8 +63,8 @@ def check() -> None:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if _STATE.signum is not None:
-        return  # already aborting: the records are being written
+    if _STATE.signum is not None or not _STATE.active:
+        return  # already aborting (the records are being written), or handled() is ending
     _STATE.signum = signum
     if _STATE.defer == 0:
         raise Aborted(signum)
