@@ -11,7 +11,10 @@ import org.gpuops.StepParams
 // publishes the JUnit report (one test case per host). Returns the CLI's result.
 // The CLI's options are parameters too (camelCase), checked by the CLI: validationLevel (1-3,
 // dcgmi diag -r N for every group), rollback (false: --no-rollback), afterRollback
-// ('keep-cordoned', the default, or 'uncordon'). A host left broken (its rollback failed too:
+// ('keep-cordoned', the default, or 'uncordon'), window ('Sat 22:00-Sun 06:00 Europe/Berlin': a
+// batch that would not fit before it closes is held, exit 3, gate-refused), batchEstimate ('40m'),
+// resume (true: continue the latest held or aborted run of the same inventory, limit and change;
+// the result's `resume` names the hosts left). A host left broken (its rollback failed too:
 // exit 6, host-broken) fails the build even with onFailure 'unstable', after the reports.
 @Field final String STEP_NAME = 'updateGpuNodes'
 @Field final List COMMAND = ['nodes', 'update']

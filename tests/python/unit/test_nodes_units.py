@@ -152,6 +152,8 @@ def test_update_result_keys_are_stable() -> None:
         "stopped",
         "refused",
         "held",
+        "resume",
+        "resumed_from",
         "plan",
         "batches",
         "hosts",

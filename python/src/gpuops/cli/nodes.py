@@ -63,6 +63,20 @@ def _alert_matchers(value: str) -> Any:
     return parse(value)
 
 
+def _window(value: str) -> str:
+    """A maintenance window's text, checked as the option is read (core/window.py)."""
+    from gpuops.core.window import parse  # noqa: PLC0415
+
+    return parse(value).text
+
+
+def _duration(value: str) -> str:
+    from gpuops.core.window import parse_duration  # noqa: PLC0415
+
+    parse_duration(value)
+    return value.strip()
+
+
 def _mount(value: str) -> str:
     if not value.startswith("/"):
         raise InvalidInput(f"{shown(value)} is not an absolute path")
@@ -242,6 +256,27 @@ def nodes() -> None:
     "refused); the keys learned are written to the artifacts folder for review.",
 )
 @registry_options
+@click.option(
+    "--window",
+    type=Text("window", _window),
+    help="Maintenance window: a batch starts only inside it and only if its expected time "
+    "fits before it closes, else the run is held (exit 3) and --resume continues it. "
+    "'Sat 22:00-Sun 06:00 Europe/Berlin' or 'daily 22:00-06:00 UTC' (wall-clock times of "
+    "the zone, across daylight saving changes).",
+)
+@click.option(
+    "--batch-estimate",
+    type=Text("duration", _duration),
+    help="Expected time of a batch (40m, 1h30m) until this run has timed one (then the mean "
+    "of its batches) [default: none: the first batch only needs the window open].",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the latest run of this inventory, limit and change that was held or "
+    "aborted (its node history record): only the hosts it left, none of those it did, no "
+    "canary when its canary passed.",
+)
 @budget_options
 @click.option(
     "--alerts-url",
@@ -292,6 +327,9 @@ def update(
     known_hosts: str | None,
     learn_host_keys: bool,
     access: Any,
+    window: str | None,
+    batch_estimate: str | None,
+    resume: bool,
     budget: Any,
     alerts_url: str | None,
     alerts_selector: Any,
@@ -301,8 +339,9 @@ def update(
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
     Exit 1 when hosts failed (the report says which changed, failed, were rolled back and
-    never started), 6 when a failed host's rollback failed too (left cordoned and tainted),
-    3 when the headroom gate stopped it or a batch gate held it (the disruption budget spent
+    never started) or the run was aborted (SIGTERM/SIGINT; resumable), 6 when a failed
+    host's rollback failed too (left cordoned and tainted), 3 when the headroom gate stopped
+    it or a batch gate held it (resumable: the maintenance window, the disruption budget spent
     for longer than --budget-wait, firing alerts), 2/4 for bad input or unreachable hosts
     (nothing touched)."""
     from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
@@ -310,9 +349,16 @@ def update(
     from gpuops.usecases.nodes import alerts as alertsgate  # noqa: PLC0415
     from gpuops.usecases.nodes import update as usecase  # noqa: PLC0415
     from gpuops.usecases.nodes.drain import DrainPolicy  # noqa: PLC0415
+    from gpuops.usecases.nodes.window import WindowSpec  # noqa: PLC0415
 
     alerts = alertsgate.spec(alerts_url, alerts_selector, alerts_wait, alerts_ca_file)
 
+    if batch_estimate is not None and window is None:
+        raise InvalidInput(
+            "--batch-estimate is the expected time of a batch in a --window: give the window",
+            field="batch_estimate",
+        )
+    window_gate = WindowSpec.of(window, batch_estimate) if window is not None else None
     outcome = usecase.update(
         usecase.UpdateRequest(
             inventory=inventory,
@@ -332,7 +378,8 @@ def update(
             rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
             validation_level=validation_level,
             registry=access,
-            gates=tuple(g for g in (budget, alerts) if g is not None),
+            gates=tuple(g for g in (window_gate, budget, alerts) if g is not None),
+            resume=resume,
         )
     )
     text = update_text(outcome.to_dict())

@@ -62,6 +62,18 @@ class GroupDrivers:
 
 
 @dataclass
+class Resume:
+    """Where a run that stopped before its end (held by a batch gate, or aborted) leaves its
+    rollout: ``nodes update --resume`` continues with ``left``, no host of ``done`` again."""
+
+    reason: str  # why it stopped (the run's ``stopped``)
+    #: finished their change (this run and the runs it resumed)
+    done: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # never started, or interrupted mid-batch
+    failed: list[str] = field(default_factory=list)  # failed in this run: not resumed
+
+
+@dataclass
 class NodeRecord:
     number: int
     fleet: str
@@ -85,6 +97,9 @@ class NodeRecord:
     #: a record too large for the ConfigMap: host status -> hosts left out of ``hosts`` (their
     #: drivers still counted in ``groups``)
     hosts_omitted: dict[str, int] = field(default_factory=dict)
+    #: a run that stopped before its end with hosts left (None: nothing to resume)
+    resume: Resume | None = None
+    resumed_from: int | None = None  # the record whose hosts left this run continued
 
     @property
     def id(self) -> str:
@@ -238,7 +253,23 @@ def _record(item: Any, i: int, where: str) -> NodeRecord:
         },
         hosts={str(h): _host(v, f"{at}: host {shown(h, 40)}") for h, v in hosts.items()},
         hosts_omitted=_counts(item.get("hosts_omitted"), f"{at}: hosts_omitted"),
+        resume=_resume(item.get("resume"), f"{at}: resume"),
+        resumed_from=_number(item, "resumed_from", at),
     )
+
+
+def _resume(value: Any, where: str) -> Resume | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _damaged(where, f"is a JSON {json_kind(value)}, not an object")
+    lists = {}
+    for key in ("done", "left", "failed"):
+        got = value.get(key) or []
+        if not isinstance(got, list) or not all(isinstance(h, str) for h in got):
+            raise _damaged(where, f"field {key!r} must be a list of host names")
+        lists[key] = list(got)
+    return Resume(reason=_text(value, "reason", where) or "", **lists)
 
 
 def decode(text: str | None, where: str) -> list[NodeRecord]:

@@ -33,6 +33,15 @@ def update_text(doc: dict[str, Any]) -> str:
     ]
     if doc["stopped"]:
         head.append(f"stopped: {doc['stopped']}")
+    if doc.get("resumed_from"):
+        head.append(f"resumed record {doc['resumed_from']}")
+    resume = doc.get("resume")
+    if resume and resume["left"]:
+        head.append(
+            f"resumable: {len(resume['done'])} host(s) done, {len(resume['left'])} left "
+            f"({' '.join(resume['left'][:10])}{' ...' if len(resume['left']) > 10 else ''}): "
+            "gpuops nodes update --resume with the same inventory, limit and change"
+        )
     rows = []
     for h in doc["hosts"]:
         if h["cordoned_before"]:

@@ -212,6 +212,44 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theWindowAndResumeOptionsReachTheCliAsGiven() {
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', window: 'Sat 22:00-Sun 06:00 Europe/Berlin',
+                                   batchEstimate: '40m', resume: true])
+
+        assertEquals([inventory: 'inv', window: 'Sat 22:00-Sun 06:00 Europe/Berlin', batch_estimate: '40m',
+                      resume: true, artifacts_dir: 'gpuops-artifacts/updateGpuNodes-local'], paramsOfLastCall())
+        assertJobStatusSuccess()
+    }
+
+    static final Map WINDOW_HELD = [
+        message : 'rollout held: held by the window: batch 1 needs about 50m (the mean of this run\'s 1 batch(es)); ' +
+            'the window Sat 22:00-Sun 06:00 Europe/Berlin closes in 40m, at 2026-03-29T06:00+02:00',
+        category: 'gate-refused',
+        hint    : 'run it again in the next maintenance window: it resumes',
+    ]
+
+    @Test
+    void aRunHeldByTheWindowMakesTheBuildUnstableWithItsReports() {
+        env.BUILD_NUMBER = '46'
+        onSh(commandScript(WORDS)) { Map call ->
+            files.put(call.env.GPUOPS_ERROR_FILE, groovy.json.JsonOutput.toJson(
+                [ok: false, command: 'nodes update', error: WINDOW_HELD + [exit_code: 3],
+                 result: [changed: ['gpu-h800-01'], failed: [], not_started: ['gpu-h800-02'],
+                          resume: [reason: 'held', done: ['gpu-h800-01'], left: ['gpu-h800-02'], failed: []]]]))
+            return 3
+        }
+
+        Object result = runStep('updateGpuNodes', [inventory: 'inv', window: 'Sat 22:00-Sun 06:00 Europe/Berlin',
+                                                   onFailure: 'unstable'])
+
+        assertEquals(['gpu-h800-02'], result.resume.left)
+        assertEquals([[artifacts: 'gpuops-artifacts/updateGpuNodes-46/**', allowEmptyArchive: true]], archived)
+        assertJobStatusUnstable()
+    }
+
+    @Test
     void aMisspelledRollbackParameterIsRefusedBeforeTheCliRuns() {
         cliSucceeds(WORDS, DONE)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuops import content, fsio
+from gpuops.adapters import aborts
 from gpuops.adapters.ansible.config import config_env
 from gpuops.adapters.ansible.events import HostRun, PlaybookRun, Progress, _Events
 from gpuops.adapters.hostkeys import HostKeys
@@ -74,7 +75,10 @@ def run_playbook(
     # ansible-runner reads env/{envvars,extravars,settings,ssh_key,passwords} of its private
     # data dir: a fresh folder only gpuops writes, never the artifacts folder (which others
     # can write to); its artifacts are copied there afterwards.
-    with fsio.private_tempdir("gpuops-ansible-") as private:
+    # cancel_callback: without one ansible-runner installs SIGTERM/SIGINT handlers of its own
+    # that only set a flag and never puts ours back (a Jenkins abort was swallowed); with it, an
+    # abort during the playbook stops ansible-playbook and is raised once the artifacts are kept
+    with fsio.private_tempdir("gpuops-ansible-") as private, aborts.kept(), aborts.deferred():
         runner, failed = _run_runner(
             ansible_runner.run,
             private_data_dir=str(private.path),
@@ -88,11 +92,13 @@ def run_playbook(
             forks=min(forks, max(1, len(hosts))),
             timeout=timeout_s,
             event_handler=events,
+            cancel_callback=aborts.requested,
             quiet=True,
             suppress_env_files=True,
         )
         _scrub(private, ident)
         copied = _copy_artifacts(private, data_dir, ident)
+    aborts.check()  # aborted while the playbook ran: its artifacts are kept, then it ends
     if runner is None:
         raise OperationFailed(
             f"ansible-runner could not run playbook {playbook} ({failed})",

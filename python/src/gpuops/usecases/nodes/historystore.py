@@ -15,7 +15,8 @@ import contextvars
 import getpass
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -201,8 +202,8 @@ def _host_cuda(inv: Inventory, name: str) -> str | None:
 
 
 def _status(ro: Rollout) -> str:
-    if ro.refused:
-        return nh.REFUSED
+    if ro.refused or (ro.held is not None and not ro.failures):
+        return nh.REFUSED  # a gate stopped it: the headroom gate, or a batch gate's hold
     if ro.stopped.startswith("error:") or any(
         str(h.status) in _FAILED_HOST for h in ro.hosts.values()
     ):  # "error: ...": the run raised mid-rollout (update._interrupted)
@@ -224,9 +225,11 @@ def new_record(
     environment: :func:`who`, :func:`build_link`)."""
     person, source = who()
     hosts = {h.host: _outcome(h, ro, inv, pins or {}) for h in ro.hosts.values()}
+    resume = nh.Resume(**ro.resume) if ro.resume else None
+    fleet = fleet_of(inv)
     return nh.NodeRecord(
         number=number,
-        fleet=fleet_of(inv),
+        fleet=fleet,
         action="rollback" if rollback_of is not None else "update",
         status=_status(ro),
         started=ro.started_at,
@@ -244,6 +247,8 @@ def new_record(
         rollback_before=rollback_of[1] if rollback_of else False,
         groups=nh.group_drivers(hosts),
         hosts=hosts,
+        resume=resume,
+        resumed_from=nh.parse_id(ro.resumed_from, fleet) if ro.resumed_from else None,
     )
 
 
@@ -267,6 +272,49 @@ def record(
         )
     )
     return made.id
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The record ``nodes update --resume`` continues: its id, why it stopped, its hosts."""
+
+    record: str
+    reason: str
+    done: list[str]
+    left: list[str]
+
+
+def resume_point(
+    kube: KubeClient, inv: Inventory, limit: str | None, change: Sequence[str]
+) -> ResumePoint:
+    """The newest update record of this inventory (its path as given), limit and change; it
+    must have hosts left (held by a batch gate, or aborted). Else exit 2, nothing touched."""
+    store = Store(kube, fleet_of(inv), namespace_of(inv))
+    same = [
+        r
+        for r in store.read()
+        if r.action == "update"
+        and r.inventory == inv.path
+        and r.limit == limit
+        and r.change == list(change)
+    ]
+    what = f"inventory {inv.path}, limit {limit or '(none)'}, change {' '.join(change)}"
+    if not same:
+        raise InvalidInput(
+            f"--resume: no run of {what} in the node history ({store.where})",
+            hint="run without --resume",
+            field="resume",
+        )
+    last = same[-1]
+    if last.resume is None or not last.resume.left:
+        raise InvalidInput(
+            f"--resume: the latest run of {what} (record {last.id}, {last.status}) left "
+            "nothing to resume: it was neither held by a batch gate nor aborted with hosts left",
+            hint="run without --resume: the plan finds what is left to change",
+            field="resume",
+        )
+    r = last.resume
+    return ResumePoint(last.id, r.reason, list(r.done), list(r.left))
 
 
 def after_update(

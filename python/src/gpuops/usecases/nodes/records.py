@@ -184,6 +184,15 @@ class HoldDocument(TypedDict):
     details: dict[str, Any]
 
 
+class ResumeDocument(TypedDict):
+    """Where a run that stopped before its end leaves the rollout (``nodes update --resume``)."""
+
+    reason: str  # why it stopped
+    done: list[str]  # hosts that finished their change (this run and the runs it resumed)
+    left: list[str]  # hosts never started, or interrupted mid-batch: what --resume changes
+    failed: list[str]  # hosts that failed in this run: not resumed (a plain run retries them)
+
+
 class RolloutDocument(TypedDict):
     """The ``result`` of ``gpuops nodes update`` (and ``update.json``)."""
 
@@ -207,6 +216,9 @@ class RolloutDocument(TypedDict):
     stopped: str  # why later batches were not started
     refused: bool  # stopped by the headroom gate
     held: Annotated[dict[str, Any] | None, HoldDocument]  # the batch gate that held the run
+    #: held or aborted with hosts left: what --resume continues with (None: nothing to resume)
+    resume: Annotated[dict[str, Any] | None, ResumeDocument]
+    resumed_from: str | None  # --resume: the node history record this run continued
     plan: list[PlannedBatchDocument]
     batches: list[Annotated[dict[str, Any], BatchRecord, "asdict"]]
     hosts: list[Annotated[dict[str, Any], HostRecord, "asdict"]]
@@ -237,6 +249,8 @@ class Rollout:
     stopped: str = ""  # why later batches were not started
     refused: bool = False  # stopped by the headroom gate
     held: dict[str, Any] | None = None  # the batch gate's hold that stopped the run (Hold)
+    resume: dict[str, Any] | None = None  # ResumeDocument: held or aborted with hosts left
+    resumed_from: str | None = None  # --resume: the record this run continued
     started_at: str = ""
     finished_at: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -296,6 +310,8 @@ class Rollout:
             "stopped": self.stopped,
             "refused": self.refused,
             "held": self.held,
+            "resume": self.resume,
+            "resumed_from": self.resumed_from,
             "plan": [
                 {"index": b.index, "kind": b.kind, "hosts": list(b.hosts)} for b in self.batches
             ],

@@ -35,12 +35,13 @@ The order, the canary, the stop rules and the statuses are the core's
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuops.adapters import ansible, hostkeys
+from gpuops.adapters import aborts, ansible, hostkeys
 from gpuops.adapters.kube import KubeClient
 from gpuops.core import inventory, rollout
 from gpuops.core.inventory import DEFAULT_PATTERN
@@ -93,6 +94,9 @@ class UpdateRequest:
     replaced: tuple[tuple[str, str], ...] = ()
     #: the batch gates asked before each batch, in order (window, budget, alerts)
     gates: tuple[batchgates.GateSpec, ...] = ()
+    #: continue the latest run of this inventory, limit and change that was held or aborted
+    #: with hosts left (its node history record): only those hosts, no canary if one passed
+    resume: bool = False
 
 
 def update(
@@ -102,14 +106,23 @@ def update(
     refused batch (exit 3), and the files written: ``json``, ``junit`` and the node update
     page (``page``; one that cannot be written is said in the result's ``report``)."""
     ansible.ansible_config()  # a site's unreadable ansible.cfg is an input error, up front
-    with hostkeys.policy(
-        request.known_hosts, request.inventory, learn=request.learn_host_keys
-    ) as keys:
-        ro, folder, error = _update(request, connect, keys)
-    if error is not None:  # raised mid-rollout: recorded as failed, then raised on
-        _record_interrupted(request, connect, ro, folder)
-        raise error
-    unrecorded = historystore.after_update(request, connect, ro)  # the run's node history record
+    # SIGTERM (a Jenkins abort) or SIGINT: Aborted where the run is; between batches the run
+    # ends with a resumable record (adapters/aborts.py); a signal while the records are
+    # written is only noted
+    with aborts.handled():
+        with hostkeys.policy(
+            request.known_hosts, request.inventory, learn=request.learn_host_keys
+        ) as keys:
+            ro, folder, error = _update(request, connect, keys)
+        with aborts.deferred():
+            if error is not None:  # raised mid-rollout: recorded as failed, then raised on
+                _record_interrupted(request, connect, ro, folder)
+                raise error
+            unrecorded = historystore.after_update(request, connect, ro)  # the run's record
+    return _finish(ro, folder, unrecorded)
+
+
+def _finish(ro: Rollout, folder: OutDir, unrecorded: GpuOpsError | None) -> Outcome[Rollout]:
     if ro.record is not None:
         folder.save_json("update.json", ro.to_dict())  # with the record's id
     from gpuops.usecases import reports  # noqa: PLC0415 - Jinja2 and pygal only when asked
@@ -148,6 +161,7 @@ def _interrupted(ro: Rollout, exc: BaseException) -> None:
     that did not finish is failed (its state is not known: it may be cordoned)."""
     why = exc.message if isinstance(exc, GpuOpsError) else type(exc).__name__
     ro.stopped = f"error: {why}"
+    interrupted = []
     for b in ro.batches:
         open_ = [ro.hosts[h] for h in b.hosts if ro.hosts[h].status == rollout.NOT_STARTED]
         if b.started_at is None and not any(r.started_at or r.cordoned for r in open_):
@@ -156,8 +170,32 @@ def _interrupted(ro: Rollout, exc: BaseException) -> None:
             continue
         for r in open_:
             r.status, r.reason = rollout.FAILED, f"{ro.stopped}; left as it was then"
+            interrupted.append(r.host)
         if b.status == rollout.BatchStatus.NOT_STARTED:
             b.status = rollout.BatchStatus.FAILED
+    if isinstance(exc, aborts.Aborted):  # an abort: resumable, its interrupted hosts left too
+        _resumable(ro, interrupted)
+
+
+def _resumable(ro: Rollout, interrupted: list[str]) -> None:
+    """``ro.resume`` of a run that stopped before its end (held, aborted): the hosts done
+    (with those of the runs it resumed), those left (never started, or interrupted mid-batch:
+    their state is not known, the resumed run plans them again) and those failed."""
+    planned = [h for b in ro.batches for h in b.hosts]
+    left = [h for h in planned if ro.hosts[h].status == rollout.NOT_STARTED or h in interrupted]
+    if not left:
+        ro.resume = None
+        return
+    done_before = list(ro.resume["done"]) if ro.resume else []
+    finished = (rollout.CHANGED, rollout.UNCHANGED)
+    done = [h for h in planned if ro.hosts[h].status in finished and h not in done_before]
+    failed = [h for h in planned if ro.hosts[h].status in rollout.FAILURES and h not in left]
+    ro.resume = {
+        "reason": ro.stopped,
+        "done": done_before + done,
+        "left": left,
+        "failed": failed,
+    }
 
 
 def phase_timings(started: float, **ends: float) -> dict[str, float]:
@@ -187,14 +225,21 @@ def _update(
     if "nvidia_driver" in request.change:
         inventory.check_driver_policy(inv)
     inventory.check_node_names(inv)
+    if request.resume and request.cluster is None:
+        raise InvalidInput(
+            "--resume continues a run recorded in the cluster's node history: not with --no-kube",
+            hint="run without --resume: the plan finds what is left to change",
+            field="resume",
+        )
     kube = (connect or Cluster.connect)(request.cluster) if request.cluster else None
     try:
+        point, inv, policy = _resume_from(request, kube, inv)
         ro = Rollout(
             inventory=inv.path,
             limit=request.limit,
             environment=inv.environment,
             change=list(request.change),
-            policy=request.policy,
+            policy=policy,
             check=request.check,
             kube=kube.server if kube else None,
             rollback=request.rollback,
@@ -208,6 +253,8 @@ def _update(
             with folder.append("progress.log") as out:
                 out.write(f"{common.now()} {line}\n")
 
+        if point is not None:
+            _resuming(ro, point, say)
         _records(ro, inv, kube, request.pins)
         try:
             _preflight(ro, inv, request, say, keys, kube)
@@ -217,21 +264,25 @@ def _update(
             ro.artifacts["known_hosts_learned"] = learned
             say(f"[gpuops] host keys learned, review them: {learned}")
         pre = time.monotonic()
-        run = rollout.Run(request.policy)
+        run = rollout.Run(policy)
         _plan(ro, run, inv, request, folder, say, keys)
         planned = time.monotonic()
         ro.timings_s.update(phase_timings(started, preflight=pre, plan=planned))
         if not request.check and not run.stopped:
             error = _rollout(ro, run, inv, request, kube, folder, say, started, keys)
-        _ends(ro)
-        ro.timings_s["total"] = round(time.monotonic() - started, 3)
-        ro.finished_at = common.now()
-    finally:
+    except BaseException:
         if kube is not None:
             kube.close()
-    ro.artifacts["json"] = str(folder.file("update.json"))
-    ro.artifacts["junit"] = str(folder.save_text("update-junit.xml", ro.junit()))
-    folder.save_json("update.json", ro.to_dict())
+        raise
+    with aborts.deferred():  # the rollout is over: a signal now only notes itself
+        if kube is not None:
+            kube.close()
+        _ended(ro, error)
+        ro.timings_s["total"] = round(time.monotonic() - started, 3)
+        ro.finished_at = common.now()
+        ro.artifacts["json"] = str(folder.file("update.json"))
+        ro.artifacts["junit"] = str(folder.save_text("update-junit.xml", ro.junit()))
+        folder.save_json("update.json", ro.to_dict())
     return ro, folder, error
 
 
@@ -260,6 +311,54 @@ def _rollout(
         say(f"[gpuops] rollout interrupted: {ro.stopped}")
         return exc
     return None
+
+
+def _resume_from(
+    request: UpdateRequest, kube: KubeClient | None, inv: inventory.Inventory
+) -> tuple[historystore.ResumePoint | None, inventory.Inventory, rollout.Policy]:
+    """``--resume``: the record continued, the inventory narrowed to its hosts left, and the
+    policy (no canary when the run resumed had one pass); else none, as they are."""
+    if not request.resume or kube is None:
+        return None, inv, request.policy
+    point = historystore.resume_point(kube, inv, request.limit, request.change)
+    policy = dataclasses.replace(request.policy, canary=0) if point.done else request.policy
+    return point, _resumed(inv, point), policy
+
+
+def _resuming(ro: Rollout, point: historystore.ResumePoint, say: common.Say) -> None:
+    ro.resumed_from = point.record
+    ro.resume = {"reason": "", "done": list(point.done), "left": [], "failed": []}
+    say(
+        f"[gpuops] resuming record {point.record} ({point.reason}): "
+        f"{len(point.done)} host(s) done, not touched again; {len(point.left)} left: "
+        + " ".join(point.left)
+        + ("; no canary (it passed)" if point.done else "")
+    )
+
+
+def _ended(ro: Rollout, error: BaseException | None) -> None:
+    """The run's end: resumable when held or aborted with hosts left; each host's driver."""
+    if ro.held is not None:
+        _resumable(ro, [])
+    elif not isinstance(error, aborts.Aborted):
+        ro.resume = None  # ran to its end (or failed): nothing to resume
+    _ends(ro)
+
+
+def _resumed(inv: inventory.Inventory, point: historystore.ResumePoint) -> inventory.Inventory:
+    """The inventory narrowed to the hosts the resumed record left, in its order; a host left
+    that the inventory and limit no longer name is refused (it would be skipped)."""
+    names = set(inv.names())
+    gone = [h for h in point.left if h not in names]
+    if gone:
+        raise InvalidInput(
+            f"--resume: record {point.record} left host(s) the inventory and limit no longer "
+            f"name: {', '.join(gone)}",
+            hint="put them back, or run without --resume: the plan finds what is left to change",
+            field="resume",
+        )
+    left = set(point.left)
+    return dataclasses.replace(inv, hosts=tuple(h for h in inv.hosts if h.name in left))
 
 
 def _records(
