@@ -364,3 +364,59 @@ class Builder:
                 break
         kept += [f"{image} (still in use)" for image in remaining]
         return {"removed": removed, "kept": kept}
+
+    # -- the image store (``gpuops image clean``) -----------------------------------------
+    def list_images(self) -> list[dict[str, Any]]:
+        """Every image, intermediate ones included (``GET /images/json?all=1``)."""
+        try:
+            return [dict(i) for i in self._api.images(all=True)]
+        except Exception as exc:
+            raise Unreachable(
+                f"the image builder at {self.address} did not list its images: {type(exc).__name__}"
+            ) from None
+
+    def system_df(self) -> dict[str, Any]:
+        """The daemon's own disk figures (``GET /system/df``)."""
+        try:
+            return dict(self._api.df())
+        except Exception as exc:
+            raise Unreachable(
+                f"the image builder at {self.address} did not report its disk use: "
+                f"{type(exc).__name__}"
+            ) from None
+
+    def remove_one(self, ref: str) -> tuple[list[str], str | None]:
+        """Remove (untag) ``ref``, never forced: (the image ids the daemon deleted, None), or
+        ([], why it refused). An image already gone is ([], "gone")."""
+        try:
+            answer = self._api.remove_image(ref, force=False, noprune=True)
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if status == 404:
+                return [], "gone"
+            if status is None:
+                raise Unreachable(
+                    f"the image builder at {self.address} failed while removing {ref}: "
+                    f"{type(exc).__name__}"
+                ) from None
+            explanation = str(getattr(exc, "explanation", "") or "")[:200]
+            return [], f"HTTP {status}: {explanation}".rstrip(": ")
+        deleted = [
+            str(e["Deleted"]) for e in answer or [] if isinstance(e, dict) and e.get("Deleted")
+        ]
+        return [d if d.startswith("sha256:") else f"sha256:{d}" for d in deleted], None
+
+    def prune_build_cache(self) -> tuple[int | None, str | None]:
+        """``docker builder prune`` (``POST /build/prune``): (bytes reclaimed, None), or
+        (None, why not: Podman 4.3 has no such endpoint and answers 404)."""
+        try:
+            answer = self._api.prune_builds()
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if status is None:
+                raise Unreachable(
+                    f"the image builder at {self.address} failed during the build cache prune: "
+                    f"{type(exc).__name__}"
+                ) from None
+            return None, f"the daemon answered HTTP {status} (no build cache prune)"
+        return int((answer or {}).get("SpaceReclaimed") or 0), None
