@@ -63,7 +63,7 @@ class BuildSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     target: str | None = None
     platform: str | None = None
-    base_image: str | None = None  # from the Dockerfile, to tell a pull of ours apart
+    base_image: str | None = None  # from the Dockerfile
     registry: str | None = None  # where credentials (if any) apply for base-image pulls
     credentials: Credentials | None = None
 
@@ -72,6 +72,7 @@ class BuildSpec:
 class BuiltImage:
     image_id: str
     produced: list[str]  # image ids this build made: new since it started and named in its log
+    # (not a base image it pulled)
     steps: StepCount
     attrs: dict[str, Any]  # the daemon's inspection of the image
 
@@ -271,10 +272,8 @@ class Builder:
             for i in self.image_ids() - before
             if any(i.removeprefix("sha256:").startswith(short) for short in named)
         ]
-        if spec.base_image and spec.base_image != "scratch":
-            base = self.inspect(spec.base_image)
-            if base is not None and str(base.get("Id")) not in before:
-                produced.append(str(base["Id"]))  # pulled by this build
+        # a base image this build pulled is not among them: the base the last build used stays
+        # on the agent (issue 22; `image clean --daemon-wide` removes it once no build names it)
         return BuiltImage(image_id, produced, steps, attrs)
 
     def tag(self, image_id: str, ref: str) -> None:
