@@ -44,7 +44,7 @@ def _build(rlab: RegistryLab, tmp_path: Path, repo: str, number: str, dockerfile
     return outcome.result.image_id
 
 
-def _tenant(rlab: RegistryLab, ref: str, dockerfile: str, labels: dict[str, str]) -> str:
+def _tenant(rlab: RegistryLab, ref: str | None, dockerfile: str, labels: dict[str, str]) -> str:
     """Another tenant's build, straight through the Docker API (not gpuops)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -97,10 +97,12 @@ def _scene(rlab: RegistryLab, tmp_path: Path) -> Scene:
     oci_only = _tenant(
         rlab,
         f"{repo}:tenant",
-        f"FROM {rlab.base_image}\nCOPY f /f\n",
+        f"FROM {rlab.base_image}\nCOPY f /f\nCOPY f /g\n",  # untagged cache, OCI-labelled
         {"org.opencontainers.image.created": "2020-01-01T00:00:00Z"},
     )
     unlabelled = _tenant(rlab, f"{rlab.url}/test/other-{suffix}:1", "FROM scratch\nCOPY f /f\n", {})
+    # and an untagged one with OCI labels: only gpuops' own label makes an image ours
+    _tenant(rlab, None, "FROM scratch\nCOPY f /h\n", {"org.opencontainers.image.created": "2021"})
     used = rlab.docker.containers.create(f"{repo}:1", ["true"])  # a container uses build 1
     return Scene(repo, base_repo, base_1, base_2, old_1, old_2, last, oci_only, unlabelled, used)
 
