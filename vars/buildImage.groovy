@@ -62,12 +62,13 @@ void cleanAgent(Map cli, Object keepLast) {
     if (keepLast != null) {
         params.keep_last = keepLast
     }
-    Map outcome = gpuopsExec(stepName: STEP_NAME, command: CLEAN_COMMAND, params: params,
+    Map cleaned = gpuopsExec(stepName: STEP_NAME, command: CLEAN_COMMAND, params: params,
                              allowCategories: ['failed', 'unreachable'])
-    if (outcome.ok) {
-        echo("[${STEP_NAME}] agent cleanup: ${outcome.result.message}")
+    if (cleaned.ok) {
+        Map clean = cleaned.result
+        echo("[${STEP_NAME}] agent cleanup: ${clean.message}")
     }
-    StepParams.settle(this, STEP_NAME, outcome, 'unstable')
+    StepParams.settle(this, STEP_NAME, cleaned, 'unstable')
 }
 
 // The entries that have a value (@NonCPS: a closure given to findAll must not be CPS code).
