@@ -72,7 +72,8 @@ class JenkinsfileStagesTest extends RecordedJenkinsfileTest {
         Map built = build([APP_JOB: 'clean'])
         assertEquals(built.error, 'SUCCESS', built.result)
         assertEquals(['SUCCESS'], shim.stageLog.findAll { it.stage == 'Clean agents' }*.status)
-        assertEquals([[command: 'image clean', params: [:]]], calls.collect { [command: it.command, params: it.params] })
+        assertEquals([[command: 'image clean', params: [:]]],
+            calls.collect { [command: it.command, params: it.params] })
         assertEquals(['skipped (when)'], shim.stageLog.findAll { it.stage == 'Build' }*.status)
         assertEquals(['skipped (when)'], shim.stageLog.findAll { it.stage == 'Release' }*.status)
         assertNotNull('the clean stage takes an agent: its own timeout', timeoutMinutes(stage('Clean agents')))
