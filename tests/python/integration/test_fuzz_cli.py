@@ -110,6 +110,9 @@ ENVIRONMENTS: dict[str, Env] = {
     "image tag": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), creates=True),
     "image inspect": Env(needs="registry", exits=frozenset({0, 1, 2, 4})),
     "image compat": Env(needs="registry", exits=frozenset({0, 1, 2, 3, 4})),
+    # a dry run only: the registry lab's Podman serves the whole session (a real clean, even
+    # daemon-wide, is test_image_clean_lab's, on images it made)
+    "image clean": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), fixed={"dry_run": True}),
     # an application's environments file in the scratch folder (the default --config), its
     # Deployment (0 replicas: a release creates no pods) and images in the lab registry.
     # promote and rollback really release (that Deployment, its history, the registry tag):

@@ -441,9 +441,12 @@ def test_cleanup_removes_what_the_build_made_and_nothing_else(
     assert registry_lab.manifest_digest(repo.split("/", 1)[1], "2") == run.result["digest"]
 
 
-def test_cleanup_also_removes_a_base_image_the_build_pulled(
+def test_cleanup_keeps_the_base_image_the_build_pulled(
     registry_lab: RegistryLab, tmp_path: Path
 ) -> None:
+    """Issue 22: the base the last build used stays on the agent (the next build need not pull
+    it again, several GB for a CUDA base); `image clean --daemon-wide` removes it once no last
+    build names it. Everything else the build made goes."""
     api = registry_lab.docker.api
     base = f"{registry_lab.url}/test/base-{uuid.uuid4().hex[:6]}:1"
     registry_lab.build(base, f"FROM {registry_lab.base_image}\nLABEL pulled=yes\n")
@@ -454,8 +457,10 @@ def test_cleanup_also_removes_a_base_image_the_build_pulled(
     ctx = context(tmp_path, f"FROM {base}\nCOPY a /a\n", {"a": uuid.uuid4().hex})
     run = _build(registry_lab, tmp_path, repo, ctx, "--build-number", "1", "--cleanup")
     assert run.returncode == 0, run.error
-    assert set(api.images(all=True, quiet=True)) == before
-    assert len(run.result["cleanup"]["removed"]) >= 3  # the tag, the image, the pulled base
+    pulled = registry_lab.docker.images.get(base).id  # still here
+    assert set(api.images(all=True, quiet=True)) == before | {pulled}
+    assert pulled not in run.result["cleanup"]["removed"]
+    assert f"{repo}:1" in run.result["cleanup"]["removed"]
 
 
 # -- the authenticated registry: htpasswd + TLS with the lab CA ------------------------------

@@ -195,3 +195,17 @@ def test_a_missing_ca_file_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["image", "inspect", "--image", "reg.io/x:1", "--registry-ca", "/nonexistent/ca.pem"]
     doc = _fails(capsys, argv, 2)
     assert doc["error"]["field"] == "registry_ca"
+
+
+def test_image_clean_bad_values_are_exit_2_and_an_unreachable_daemon_exit_4(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for argv, field in (
+        (["--keep-last", "-1"], "keep_last"),
+        (["--min-age", "1h"], "min_age"),
+        (["--docker-host", "ftp://x"], "docker_host"),
+    ):
+        doc = _fails(capsys, ["image", "clean", *argv], 2)
+        assert doc["error"]["field"] == field, doc
+    doc = _fails(capsys, ["image", "clean", "--dry-run"], 4)  # even a dry run asks the daemon
+    assert f"unix://{tmp_path}/no-daemon.sock" in doc["error"]["message"]

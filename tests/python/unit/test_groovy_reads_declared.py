@@ -47,7 +47,7 @@ ROOTS: dict[str, dict[str, tuple[str, ...]]] = {
         "error": ("error",),
     },
     "vars/gpuopsExec.groovy": {"document": ("error-document",), "done": ("result-document",)},
-    "vars/buildImage.groovy": {"record": ("image build",)},
+    "vars/buildImage.groovy": {"record": ("image build",), "clean": ("image clean",)},
 }
 #: ``readDocument(...)?.result``: the result document's ``result``.
 _READ_DOCUMENT = re.compile(r"readDocument\([^)]*\)\??\.(\w+)")

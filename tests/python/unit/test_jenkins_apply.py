@@ -32,7 +32,13 @@ ANSWERS = yaml.safe_load(
 )
 USER, TOKEN = "release-bot", "11aa22bb33cc44dd55ee66ff77889900aa"
 CHOICES = {"production": ["1.4.0", "1.3.0"], "staging": ["1.5.0"]}
-JOBS = ["infer-build", "infer-release", "infer-rollback-production", "infer-rollback-staging"]
+JOBS = [
+    "infer-build",
+    "infer-release",
+    "infer-clean-agents",
+    "infer-rollback-production",
+    "infer-rollback-staging",
+]
 CONFIG = """\
 jenkins:
   folder: ai
@@ -237,6 +243,12 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
         "APP_NODE_LIMIT",
     ]
     assert rollback.findtext("definition/scriptPath") == "Jenkinsfile.example"
+    # issue 22: the agent clean job runs on a timer, the same Jenkinsfile with APP_JOB clean
+    clean = ET.fromstring(jenkins.stored["ai/infer-clean-agents"].split("\n", 1)[1])  # noqa: S314
+    timer = "properties/*/triggers/hudson.triggers.TimerTrigger/spec"
+    assert clean.findtext(timer) == "H 3 * * *"
+    assert [s.text for s in clean.iter("string")] == ["clean"]
+    assert rollback.find(timer) is None  # no timer on what releases
     assert (
         rollback.findtext(
             "definition/scm/userRemoteConfigs/hudson.plugins.git.UserRemoteConfig/credentialsId"
@@ -261,7 +273,13 @@ def test_creates_the_jobs_then_changes_nothing_then_only_what_the_history_change
             jenkins.updates(job)
     newer = apply(jenkins, config, choices={**CHOICES, "production": ["1.5.0", "1.4.0", "1.3.0"]})
     assert jenkins.problems == [] and jenkins.expected == []
-    assert [j.action for j in newer.jobs] == ["unchanged", "unchanged", "updated", "unchanged"]
+    assert [j.action for j in newer.jobs] == [
+        "unchanged",
+        "unchanged",
+        "unchanged",
+        "updated",
+        "unchanged",
+    ]
     [posted] = [r for r in jenkins.seen if r["method"] == "POST"]
     assert "<string>1.5.0</string>" in posted["body"]
 
@@ -347,7 +365,13 @@ def test_after_declarative_runs_check_is_quiet_and_an_update_keeps_jenkins_eleme
             jenkins.updates(job)
     newer = apply(jenkins, config, choices={**CHOICES, "production": ["1.5.0", "1.4.0", "1.3.0"]})
     assert jenkins.problems == [] and jenkins.expected == []
-    assert [j.action for j in newer.jobs] == ["unchanged", "unchanged", "updated", "unchanged"]
+    assert [j.action for j in newer.jobs] == [
+        "unchanged",
+        "unchanged",
+        "unchanged",
+        "updated",
+        "unchanged",
+    ]
     [posted] = [r for r in jenkins.seen if r["method"] == "POST"]
     sent = ET.fromstring(posted["body"].split("\n", 1)[1])  # noqa: S314
     assert "1.5.0" in [s.text for s in sent.iter("string")]

@@ -417,3 +417,25 @@ def test_the_build_job_keeps_its_triggers_but_not_a_token_or_disabled(real: str)
         change(other)
         diff = jobxml.drift(ET.tostring(other, encoding="unicode"), wanted, kind, "b")
         assert diff and TOKEN not in diff, change
+
+
+def test_the_clean_jobs_timer_is_owned_a_missing_or_changed_one_is_drift_and_put_back() -> None:
+    from gpuops.adapters import jobxml
+    from gpuops.core.jenkinsjobs import CLEAN_SCHEDULE, Job, JobsConfig, Parameter
+
+    config = JobsConfig(name="infer", repository="https://git.example.com/ai/infer.git")
+    job = Job(
+        "infer-clean-agents",
+        "clean",
+        "Scheduled agent clean.",
+        (Parameter("choice", "APP_JOB", "which part", ("clean",)),),
+        schedule=CLEAN_SCHEDULE,
+    )
+    wanted = jobxml.render(job, config)
+    assert jobxml.drift(wanted, wanted, "clean", job.path) == ""
+    without = wanted.replace(f"<spec>{CLEAN_SCHEDULE}</spec>", "<spec>H H * * 0</spec>")
+    assert without != wanted
+    diff = jobxml.drift(without, wanted, "clean", job.path)
+    assert "H H * * 0" in diff and CLEAN_SCHEDULE in diff
+    assert f"<spec>{CLEAN_SCHEDULE}</spec>" in jobxml.merged(without, wanted, "clean", job.path)
+    assert jobxml.merged(without, wanted, "clean", job.path).count("TimerTrigger>") == 2

@@ -63,7 +63,7 @@ class BuildSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     target: str | None = None
     platform: str | None = None
-    base_image: str | None = None  # from the Dockerfile, to tell a pull of ours apart
+    base_image: str | None = None  # from the Dockerfile
     registry: str | None = None  # where credentials (if any) apply for base-image pulls
     credentials: Credentials | None = None
 
@@ -72,6 +72,7 @@ class BuildSpec:
 class BuiltImage:
     image_id: str
     produced: list[str]  # image ids this build made: new since it started and named in its log
+    # (not a base image it pulled)
     steps: StepCount
     attrs: dict[str, Any]  # the daemon's inspection of the image
 
@@ -271,10 +272,8 @@ class Builder:
             for i in self.image_ids() - before
             if any(i.removeprefix("sha256:").startswith(short) for short in named)
         ]
-        if spec.base_image and spec.base_image != "scratch":
-            base = self.inspect(spec.base_image)
-            if base is not None and str(base.get("Id")) not in before:
-                produced.append(str(base["Id"]))  # pulled by this build
+        # a base image this build pulled is not among them: the base the last build used stays
+        # on the agent (issue 22; `image clean --daemon-wide` removes it once no build names it)
         return BuiltImage(image_id, produced, steps, attrs)
 
     def tag(self, image_id: str, ref: str) -> None:
@@ -364,3 +363,59 @@ class Builder:
                 break
         kept += [f"{image} (still in use)" for image in remaining]
         return {"removed": removed, "kept": kept}
+
+    # -- the image store (``gpuops image clean``) -----------------------------------------
+    def list_images(self) -> list[dict[str, Any]]:
+        """Every image, intermediate ones included (``GET /images/json?all=1``)."""
+        try:
+            return [dict(i) for i in self._api.images(all=True)]
+        except Exception as exc:
+            raise Unreachable(
+                f"the image builder at {self.address} did not list its images: {type(exc).__name__}"
+            ) from None
+
+    def system_df(self) -> dict[str, Any]:
+        """The daemon's own disk figures (``GET /system/df``)."""
+        try:
+            return dict(self._api.df())
+        except Exception as exc:
+            raise Unreachable(
+                f"the image builder at {self.address} did not report its disk use: "
+                f"{type(exc).__name__}"
+            ) from None
+
+    def remove_one(self, ref: str) -> tuple[list[str], str | None]:
+        """Remove (untag) ``ref``, never forced: (the image ids the daemon deleted, None), or
+        ([], why it refused). An image already gone is ([], "gone")."""
+        try:
+            answer = self._api.remove_image(ref, force=False, noprune=True)
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if status == 404:
+                return [], "gone"
+            if status is None:
+                raise Unreachable(
+                    f"the image builder at {self.address} failed while removing {ref}: "
+                    f"{type(exc).__name__}"
+                ) from None
+            explanation = str(getattr(exc, "explanation", "") or "")[:200]
+            return [], f"HTTP {status}: {explanation}".rstrip(": ")
+        deleted = [
+            str(e["Deleted"]) for e in answer or [] if isinstance(e, dict) and e.get("Deleted")
+        ]
+        return [d if d.startswith("sha256:") else f"sha256:{d}" for d in deleted], None
+
+    def prune_build_cache(self) -> tuple[int | None, str | None]:
+        """``docker builder prune`` (``POST /build/prune``): (bytes reclaimed, None), or
+        (None, why not: Podman 4.3 has no such endpoint and answers 404)."""
+        try:
+            answer = self._api.prune_builds()
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if status is None:
+                raise Unreachable(
+                    f"the image builder at {self.address} failed during the build cache prune: "
+                    f"{type(exc).__name__}"
+                ) from None
+            return None, f"the daemon answered HTTP {status} (no build cache prune)"
+        return int((answer or {}).get("SpaceReclaimed") or 0), None

@@ -41,6 +41,8 @@ OWNED = {
     "disabled": "must be false or absent: a disabled job cannot release or roll back",
     f"properties/{TRIGGERS}, triggers": "release and rollback jobs only: no triggers (a timer "
     "or SCM trigger would release with no one asking); an empty one is no trigger",
+    f"properties/{TRIGGERS} (clean job)": "the agent clean job's timer (its schedule) is "
+    "gpuops': compared and replaced like the parameters",
 }
 
 #: Known elements Jenkins writes that are not compared, and why. Anything else not in OWNED
@@ -88,6 +90,8 @@ def _parse(config_xml: str, what: str) -> ET.Element:
 
 
 def _owned_properties(kind: str) -> tuple[str, ...]:
+    if kind == "clean":  # scheduled: its timer is ours
+        return (PARAMETERS, NO_CONCURRENT, TRIGGERS)
     return (PARAMETERS,) if kind == "build" else (PARAMETERS, NO_CONCURRENT)
 
 
@@ -172,7 +176,7 @@ def _gate(root: ET.Element, out: ET.Element, kind: str) -> None:
     disabled = (root.findtext("disabled") or "false").strip()
     if disabled != "false":
         ET.SubElement(out, "disabled").text = disabled
-    if kind == "build":
+    if kind in ("build", "clean"):  # the clean job's timer is an owned property
         return
     props = root.find("properties")
     for p in props.findall(TRIGGERS) if props is not None else []:
@@ -241,7 +245,7 @@ def _reset_gate(root: ET.Element, kind: str) -> None:
         root.remove(token)
     for disabled in root.findall("disabled"):
         disabled.text = "false"
-    if kind == "build":
+    if kind in ("build", "clean"):
         return
     props = root.find("properties")
     for p in props.findall(TRIGGERS) if props is not None else []:

@@ -30,6 +30,7 @@ RESULTS: dict[str, str] = {
     "headroom check": "gpuops.usecases.headroom:CheckResult",
     "headroom explain": "gpuops.usecases.headroom:Explained",
     "image build": "gpuops.core.imagerecord:BuildRecord",
+    "image clean": "gpuops.usecases.images.clean:CleanReport",
     "image compat": "gpuops.usecases.images.compat:CompatCheck",
     "image inspect": "gpuops.usecases.images.registryops:ImageInfo",
     "image tag": "gpuops.usecases.images.registryops:TagMove",

@@ -86,6 +86,22 @@ _platform = click.option(
 )
 
 
+def _daemon_options(f: Any) -> Any:
+    """The image builder's daemon: ``image build`` and ``image clean``."""
+    f = click.option(
+        "--docker-api-version",
+        envvar="DOCKER_API_VERSION",
+        type=Text("version", _api_version),
+        help="API version, e.g. 1.41 for Podman 4 [env: DOCKER_API_VERSION; default: ask].",
+    )(f)
+    return click.option(
+        "--docker-host",
+        envvar="DOCKER_HOST",
+        type=Text("url", docker_host),
+        help="Docker or Podman API [env: DOCKER_HOST; else the local socket].",
+    )(f)
+
+
 @click.group(cls=GpuOpsGroup)
 def image() -> None:
     """Build, record, tag and check container images."""
@@ -160,18 +176,7 @@ def image() -> None:
     type=Text("path", _path),
     help="Write the build record (JSON) here as well.",
 )
-@click.option(
-    "--docker-host",
-    envvar="DOCKER_HOST",
-    type=Text("url", docker_host),
-    help="Docker or Podman API [env: DOCKER_HOST; else the local socket].",
-)
-@click.option(
-    "--docker-api-version",
-    envvar="DOCKER_API_VERSION",
-    type=Text("version", _api_version),
-    help="API version, e.g. 1.41 for Podman 4 [env: DOCKER_API_VERSION; default: ask].",
-)
+@_daemon_options
 @registry_options
 def build(
     image: ImageRef,
@@ -332,3 +337,53 @@ def compat(
         )
     )
     return show(outcome, compat_table(outcome.to_dict()))
+
+
+@image.command()
+@click.option(
+    "--keep-last",
+    type=Integer(min=0, max=1000),
+    default=1,
+    show_default=True,
+    help="Builds kept per repository (newest first), with their cache and base images.",
+)
+@click.option(
+    "--min-age",
+    type=Integer(min=0, max=30 * 86_400),
+    default=3600,
+    show_default=True,
+    help="Seconds: an image younger than this stays (a build may be using it).",
+)
+@click.option(
+    "--daemon-wide",
+    is_flag=True,
+    help="Also remove every other image no container uses (any tenant's) and prune the "
+    "daemon's build cache; the last builds and their bases stay.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@_daemon_options
+def clean(
+    keep_last: int,
+    min_age: int,
+    daemon_wide: bool,
+    dry_run: bool,
+    docker_host: str | None,
+    docker_api_version: str | None,
+) -> Shown:
+    """Prune the images and build cache gpuops' builds left on this agent's daemon (found by
+    their io.gpuops.build.repository label); report the space freed."""
+    from gpuops.render.images import clean_summary  # noqa: PLC0415
+    from gpuops.usecases.images.clean import CleanRequest  # noqa: PLC0415
+    from gpuops.usecases.images.clean import clean as run_clean  # noqa: PLC0415
+
+    outcome = run_clean(
+        CleanRequest(
+            keep_last=keep_last,
+            min_age_s=min_age,
+            daemon_wide=daemon_wide,
+            dry_run=dry_run,
+            docker_host=docker_host,
+            docker_api_version=docker_api_version,
+        )
+    )
+    return show(outcome, clean_summary(outcome.to_dict()))

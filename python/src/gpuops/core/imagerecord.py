@@ -21,6 +21,10 @@ OCI_CREATED = "org.opencontainers.image.created"
 OCI_VERSION = "org.opencontainers.image.version"
 OCI_BASE_NAME = "org.opencontainers.image.base.name"
 OCI_KEYS = (OCI_REVISION, OCI_SOURCE, OCI_CREATED, OCI_VERSION, OCI_BASE_NAME)
+#: gpuops' own label on every image it builds: the repository built (``registry/team/app``).
+#: ``gpuops image clean`` finds its builds by it (OCI labels alone prove nothing: any tool sets
+#: them). Podman copies a build's labels to its intermediate images, the build cache.
+REPOSITORY_LABEL = "io.gpuops.build.repository"
 
 
 def rfc3339(now: datetime.datetime) -> str:

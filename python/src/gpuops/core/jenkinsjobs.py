@@ -11,7 +11,9 @@ the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
 * ``<name>-rollback-<environment>``, one per environment: ``ROLLBACK_TO``, whose choices are
   ``previous`` and the tags of that environment's real release history, newest first,
   ``ROLLBACK_REASON`` and ``WITH_NODES`` (a boolean, off: the nodes go back to the release's
-  node change record first, S-24).
+  node change record first, S-24);
+* ``<name>-clean-agents``: scheduled (``CLEAN_SCHEDULE``, a Jenkins timer), runs
+  ``gpuops image clean`` on a build agent (issue 22): what gpuops' builds left on its daemon.
 
 Jenkins offers a choice's first choice as its default, so no default deploys to production:
 APP_ENV always starts with ``(choose)`` (the Jenkinsfile's stage Job refuses it), and a
@@ -63,11 +65,17 @@ class Parameter:
 @dataclass(frozen=True)
 class Job:
     path: str  # folder/name
-    kind: str  # build | release | rollback
+    kind: str  # build | release | rollback | clean
     description: str
     parameters: tuple[Parameter, ...] = ()
     environment: str | None = None
     notes: tuple[str, ...] = field(default=())
+    schedule: str | None = None  # a Jenkins timer (cron) spec: the job runs on its own
+
+
+#: When the agent clean job runs: daily, at a minute of 03:00-03:59 Jenkins spreads by job name
+#: (``H``), when builds are rare.
+CLEAN_SCHEDULE = "H 3 * * *"
 
 
 def parse(doc: Any, source: str) -> JobsConfig:
@@ -207,6 +215,16 @@ def jobs(
             ),
         ),
     ]
+    out.append(
+        Job(
+            config.path(f"{config.name}-clean-agents"),
+            "clean",
+            f"Scheduled: prune the images and build cache the {config.name} builds left on a "
+            "build agent's daemon (gpuops image clean; gpu-ops). Another tenant's images stay.",
+            (_kind("clean"),),
+            schedule=CLEAN_SCHEDULE,
+        )
+    )
     for env in envs:
         tags = tuple(history.get(env, ()))
         # production's rollback job asks which release: a default run rolls nothing back

@@ -101,3 +101,31 @@ def compat_table(data: dict[str, Any]) -> str:
     lines.append("drivers: " + ", ".join(f"{d['driver']} ({d['nodes']})" for d in data["drivers"]))
     lines.append(data["message"])
     return "\n".join(lines)
+
+
+def clean_summary(data: dict[str, Any]) -> str:
+    """``image clean``: what went, what was refused, what of ours stayed, the space freed."""
+    lines = [
+        f"daemon     {data['daemon']} ({data['mode']}{', dry run' if data['dry_run'] else ''})"
+    ]
+    verb = "would remove" if data["dry_run"] else "removed"
+    for e in data["removed"]:
+        lines.append(f"{verb:<10} {e['id']} {' '.join(e['tags']) or '(untagged)'}: {e['reason']}")
+    for e in data["refused"]:
+        lines.append(f"refused    {e['id']} {' '.join(e['tags']) or '(untagged)'}: {e['reason']}")
+    for e in data["kept"]:
+        lines.append(f"kept       {e['id']} {' '.join(e['tags']) or '(untagged)'}: {e['reason']}")
+    if data["mode"] == "labelled":
+        lines.append(f"others     {data['other_images']} image(s) not built by gpuops, left alone")
+    space = data["space"]
+    lines.append(
+        f"space      {_size(space['before_bytes'])} before"
+        + (
+            f", {_size(space['after_bytes'])} after: freed {_size(space['freed_bytes'])}"
+            if space["after_bytes"] is not None
+            else ""
+        )
+        + f" ({space['measured_by']})"
+    )
+    lines.append(data["message"])
+    return "\n".join(lines)

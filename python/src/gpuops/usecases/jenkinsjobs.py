@@ -42,7 +42,7 @@ class JobChangeDocument(TypedDict):
     """One job and what ``jenkins apply`` did to it."""
 
     job: str  # folder/name
-    kind: Annotated[str, {"enum": ["build", "release", "rollback"]}]
+    kind: Annotated[str, {"enum": ["build", "release", "rollback", "clean"]}]
     action: Annotated[
         str, {"enum": ["created", "updated", "unchanged", "would-create", "would-update"]}
     ]

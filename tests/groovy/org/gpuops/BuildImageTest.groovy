@@ -60,14 +60,14 @@ class BuildImageTest extends GpuOpsPipelineTest {
             image: 'harbor.example.invalid/ai/infer', buildNumber: '7', gitRevision: 'abcdef1',
             link: 'https://x.invalid/1',
             context: 'docker', dockerfile: 'docker/Dockerfile', tags: ['latest', 'rc'], buildArgs: [PY: '3.11'],
-            labels: 'team=ai', target: 'runtime', platform: 'linux/amd64', timeout: 600, cleanup: true,
+            labels: 'team=ai', target: 'runtime', platform: 'linux/amd64', timeout: 600, noPush: true,
             recordFile: 'out/record.json', registryCa: '/etc/pki/harbor.pem',
         ])
 
         assertEquals([image: 'harbor.example.invalid/ai/infer', build_number: '7', git_revision: 'abcdef1',
                       link: 'https://x.invalid/1', context: 'docker', dockerfile: 'docker/Dockerfile',
                       tags: ['latest', 'rc'], build_args: [PY: '3.11'], labels: 'team=ai', target: 'runtime',
-                      platform: 'linux/amd64', timeout: 600, cleanup: true, record_file: 'out/record.json',
+                      platform: 'linux/amd64', timeout: 600, no_push: true, record_file: 'out/record.json',
                       registry_ca: '/etc/pki/harbor.pem'],
             paramsOfLastCall())
         assertEquals([[artifacts: 'out/record.json', fingerprint: true]], archived)
@@ -174,6 +174,65 @@ class BuildImageTest extends GpuOpsPipelineTest {
             assertFalse('a password given as a parameter is not echoed', message.contains('hunter2'))
         }
         assertTrue('nothing may run for bad parameters', shCalls.isEmpty())
+    }
+
+
+    static final List<String> CLEAN = ['image', 'clean']
+
+    Map paramsOf(Map call) {
+        return (Map) new groovy.json.JsonSlurperClassic().parseText(files.get(call.env.GPUOPS_PARAMS_FILE))
+    }
+
+    @Test
+    void cleanupRemovesTheBuildsOwnImagesThenCleansTheAgentsDaemon() {
+        cliSucceeds(WORDS, RECORD)
+        cliSucceeds(CLEAN, [message: 'removed 3 image(s), freed 5000 bytes'])
+
+        Object result = runStep('buildImage', [image: 'harbor.example.invalid/ai/infer', cleanup: true,
+                                               dockerHost: 'unix:///run/b/podman.sock', cleanKeepLast: 2])
+
+        assertEquals(RECORD, result)
+        assertEquals(["'gpuops' 'image' 'build'", "'gpuops' 'image' 'clean'"], commandCalls()*.script)
+        assertEquals(true, paramsOf(commandCalls()[0]).cleanup)
+        assertEquals('unix:///run/b/podman.sock', paramsOf(commandCalls()[0]).docker_host)
+        assertEquals([docker_host: 'unix:///run/b/podman.sock', keep_last: 2], paramsOfLastCall())
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void withoutCleanupTheAgentIsNotCleaned() {
+        cliSucceeds(WORDS, RECORD)
+        cliSucceeds(CLEAN, [message: 'x'])
+
+        runStep('buildImage', [image: 'harbor.example.invalid/ai/infer', cleanKeepLast: 2])
+
+        assertEquals(["'gpuops' 'image' 'build'"], commandCalls()*.script)
+    }
+
+    @Test
+    void aFailedBuildIsStillCleanedAfterAndStillFails() {
+        cliFails(WORDS, 1, [message: 'the build of harbor.example.invalid/ai/infer:42 failed', category: 'failed'])
+        cliSucceeds(CLEAN, [message: 'removed 0 image(s), freed 0 bytes'])
+
+        String message = runStepExpectingError('buildImage', [image: 'harbor.example.invalid/ai/infer', cleanup: true])
+
+        assertTrue(message, message.startsWith('[buildImage] the build of harbor.example.invalid/ai/infer:42 failed'))
+        assertEquals(["'gpuops' 'image' 'build'", "'gpuops' 'image' 'clean'"], commandCalls()*.script)
+        assertEquals([:], paramsOfLastCall())
+        assertJobStatusFailure()
+    }
+
+    @Test
+    void aCleanTheDaemonRefusedMakesTheBuildUnstableNotFailed() {
+        cliSucceeds(WORDS, RECORD)
+        cliFails(CLEAN, 1, [message : 'the daemon at unix:///run/b/podman.sock refused to remove 1 image(s)',
+                            category: 'failed', hint: 'an image a container uses stays'])
+
+        Object result = runStep('buildImage', [image: 'harbor.example.invalid/ai/infer', cleanup: true])
+
+        assertEquals(RECORD, result)
+        assertEquals(RECORD.summary, binding.getVariable('currentBuild').description)
+        assertJobStatusUnstable()
     }
 
 }

@@ -66,6 +66,19 @@ class JenkinsfileStagesTest extends RecordedJenkinsfileTest {
         assertEquals([stage: 'Job', status: 'skipped (when)'], shim.stageLog[0])
     }
 
+    @Test
+    void theCleanJobCleansTheAgentAndNothingElse() {
+        answer(['image', 'clean']) { Map params -> [result: [message: 'removed 4 image(s), freed 123 bytes']] }
+        Map built = build([APP_JOB: 'clean'])
+        assertEquals(built.error, 'SUCCESS', built.result)
+        assertEquals(['SUCCESS'], shim.stageLog.findAll { it.stage == 'Clean agents' }*.status)
+        assertEquals([[command: 'image clean', params: [:]]],
+            calls.collect { [command: it.command, params: it.params] })
+        assertEquals(['skipped (when)'], shim.stageLog.findAll { it.stage == 'Build' }*.status)
+        assertEquals(['skipped (when)'], shim.stageLog.findAll { it.stage == 'Release' }*.status)
+        assertNotNull('the clean stage takes an agent: its own timeout', timeoutMinutes(stage('Clean agents')))
+    }
+
     // ---- timeouts -------------------------------------------------------------------------
 
     @Test

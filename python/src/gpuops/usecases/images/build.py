@@ -32,7 +32,7 @@ from gpuops.adapters.registry import Credentials
 from gpuops.contract import write_document
 from gpuops.core import dockerfile as dockerfile_core
 from gpuops.core.cuda import declared_cuda
-from gpuops.core.imagerecord import BuildRecord, oci_labels, rfc3339
+from gpuops.core.imagerecord import REPOSITORY_LABEL, BuildRecord, oci_labels, rfc3339
 from gpuops.core.imageref import ImageRef
 from gpuops.errors import GpuOpsError, InvalidInput, OperationFailed
 from gpuops.fsio import MAX_DOCUMENT_BYTES
@@ -112,11 +112,13 @@ def _check(request: BuildRequest, now: datetime.datetime) -> _Checked:
         version=request.version,
         base_name=base if base != "scratch" else None,
     )
+    ours[REPOSITORY_LABEL] = request.image.name  # how `image clean` knows our builds
     clash = sorted(k for k in ours if k in request.labels and request.labels[k] != ours[k])
     if clash:
         raise InvalidInput(
             f"labels {', '.join(clash)} are set by gpuops from the build's options",
-            hint="drop them from --labels (use --git-revision, --source, --image-version)",
+            hint="drop them from --labels (use --git-revision, --source, --image-version; "
+            f"{REPOSITORY_LABEL} is --image)",
             field="labels",
         )
     refs = [str(request.image.with_tag(t)) for t in request.tags]
