@@ -34,8 +34,16 @@ from gpuops_lab.spec import DEFAULT_HOSTS, GpuHost, default_fleet
 log = logging.getLogger(__name__)
 
 #: Components in start order; ``down`` walks them backwards. ``apps`` (the app stand-in)
-#: needs ``kube``; ``prometheus`` scrapes ``apps`` when it runs.
-COMPONENTS: tuple[str, ...] = ("registry", "builder", "fleet", "kube", "apps", "prometheus")
+#: needs ``kube``; ``prometheus`` scrapes ``apps`` and ``pushgateway`` when they run.
+COMPONENTS: tuple[str, ...] = (
+    "registry",
+    "builder",
+    "fleet",
+    "kube",
+    "apps",
+    "pushgateway",
+    "prometheus",
+)
 
 
 #: The file ``up`` writes into the directory it creates: what makes a directory a lab.
