@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import base64
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
+
+import pytest
 
 from gpuops.adapters import pushgateway
 from gpuops.core import healthmetrics
+from gpuops.errors import Unreachable
 
 DOC = {
     "summary": {"ok": 1, "warning": 0, "critical": 1, "unreachable": 0},
@@ -62,3 +68,45 @@ def test_group_url_encodes_every_value() -> None:
     assert parts[2] == "environment@base64"
     assert base64.urlsafe_b64decode(parts[3] + "==").decode() == "a/b"
     assert parts[4:] == ["scope@base64", "="]
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    got: ClassVar[list[tuple[str, str, str | None, bytes]]] = []
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Receiver.got.append((self.command, self.path, self.headers["Authorization"], body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_push_puts_the_text_at_the_group_path_with_basic_auth() -> None:
+    """The group path holds '@' (label@base64): the URL once lost its host to a userinfo
+    stripper that read '.../job@' as user:password@."""
+    _Receiver.got.clear()
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        pushed = pushgateway.push(
+            f"http://ops:s3cret@127.0.0.1:{port}", "j", {"environment": "test"}, "m 1\n"
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert pushed.status == 200 and pushed.url == f"http://127.0.0.1:{port}"
+    ((method, path, auth, body),) = _Receiver.got
+    assert method == "PUT" and body == b"m 1\n"
+    assert path == "/metrics/job@base64/ag/environment@base64/dGVzdA"
+    assert auth == "Basic " + base64.b64encode(b"ops:s3cret").decode()
+
+
+def test_push_to_nothing_is_unreachable() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    port = server.server_address[1]
+    server.server_close()
+    with pytest.raises(Unreachable, match="did not answer"):
+        pushgateway.push(f"http://127.0.0.1:{port}", "j", {}, "m 1\n")

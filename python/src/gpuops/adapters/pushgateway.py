@@ -45,9 +45,9 @@ def push(url: str, job: str, grouping: Mapping[str, str], text: str) -> Pushed:
     :class:`Unreachable` (no answer) or :class:`OperationFailed` (an HTTP error)."""
     parsed = parse_http(url, "pushgateway", userinfo=True)
     shown = without_userinfo(url)
-    target = group_url(url, job, grouping)
+    target = group_url(shown, job, grouping)  # its path holds '@': userinfo is dropped first
     request = urllib.request.Request(  # noqa: S310 - http(s) checked by parse_http
-        without_userinfo(target), data=text.encode(), method="PUT",
+        target, data=text.encode(), method="PUT",
         headers={"Content-Type": CONTENT_TYPE},
     )  # fmt: skip
     user, password = getattr(parsed, "username", None), getattr(parsed, "password", None)
