@@ -162,6 +162,14 @@ def test_bad_thresholds_in_group_vars(tmp_path: Path) -> None:
         ({"inventory": "x", "on_timeout": "kill"}, "on_timeout"),
         ({"inventory": "x", "limit": "a;rm -rf /"}, "limit"),
         ({"inventory": "x", "failure_budget": True}, "failure_budget"),
+        ({"inventory": "x", "budget_max_unavailable": ["0"]}, "budget_max_unavailable"),
+        ({"inventory": "x", "budget_max_unavailable": ["1", "2"]}, "budget_max_unavailable"),
+        ({"inventory": "x", "budget_max_unavailable": ["a b=1"]}, "budget_max_unavailable"),
+        ({"inventory": "x", "budget_max_unavailable": ["101%"]}, "budget_max_unavailable"),
+        ({"inventory": "x", "budget_wait": -1}, "budget_wait"),
+        ({"inventory": "x", "budget_lease": 1}, "budget_lease"),
+        ({"inventory": "x", "kured_daemonset": "kured"}, "kured_daemonset"),
+        ({"inventory": "x", "kured_daemonset": "a/$(id)"}, "kured_daemonset"),
     ],
 )
 def test_bad_update_parameters(params: dict[str, Any], field: str, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuops.cli.base import GpuOpsGroup, Shown, show
+from gpuops.cli.budget import budget_options
 from gpuops.cli.common import (
     cluster_options,
     env_name,
@@ -242,6 +243,7 @@ def nodes() -> None:
     "refused); the keys learned are written to the artifacts folder for review.",
 )
 @registry_options
+@budget_options
 def update(
     inventory: str,
     limit: str | None,
@@ -267,12 +269,14 @@ def update(
     known_hosts: str | None,
     learn_host_keys: bool,
     access: Any,
+    budget: Any,
 ) -> Shown:
     """Change GPU nodes in a rolling way: canary, batches, failure budget, drain and verify.
 
     Exit 1 when hosts failed (the report says which changed, failed, were rolled back and
     never started), 6 when a failed host's rollback failed too (left cordoned and tainted),
-    3 when the headroom gate stopped it, 2/4 for bad input or unreachable hosts (nothing
+    3 when the headroom gate stopped it or a batch gate held it (the disruption budget spent
+    for longer than --budget-wait), 2/4 for bad input or unreachable hosts (nothing
     touched)."""
     from gpuops.core.rollout import AfterRollback, Policy, RollbackPolicy  # noqa: PLC0415
     from gpuops.render.nodes import update_text  # noqa: PLC0415
@@ -298,6 +302,7 @@ def update(
             rollback=RollbackPolicy(rollback, AfterRollback(after_rollback)),
             validation_level=validation_level,
             registry=access,
+            gates=tuple(g for g in (budget,) if g is not None),
         )
     )
     text = update_text(outcome.to_dict())

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from gpuops.adapters.kube.client import KubeClient, NotFound
+from gpuops.adapters.kube.client import Conflict, KubeClient, NotFound
 from gpuops.adapters.kube.decode import label_selector
 from gpuops.core.deploywatch import (
     Condition,
@@ -311,6 +311,33 @@ def delete_lease(kube: KubeClient, namespace: str, name: str, uid: str, version:
         )
     except NotFound:
         return
+
+
+def ensure_namespace(kube: KubeClient, namespace: str) -> None:
+    """Create the namespace when it is missing (gpuops-system for the disruption budget);
+    one that exists (409) is fine."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": "gpuops"}},
+    }
+    try:
+        kube.request("POST", "/api/v1/namespaces", what=f"create namespace {namespace}", body=body)
+    except Conflict:
+        return
+
+
+def daemonset_annotations(kube: KubeClient, namespace: str, name: str) -> dict[str, str] | None:
+    """A DaemonSet's annotations (Kured keeps its lock there); None when there is none."""
+    try:
+        obj = kube.request(
+            "GET",
+            f"/apis/apps/v1/namespaces/{quote(namespace)}/daemonsets/{quote(name)}",
+            what=f"get daemonset {namespace}/{name}",
+        )
+    except NotFound:
+        return None
+    return annotations_of(require(obj, f"daemonset {namespace}/{name}"))
 
 
 # -- ConfigMaps ------------------------------------------------------------------------------

@@ -254,3 +254,32 @@ def _taint(t: Taint, times: Mapping[tuple[str, str, str], str] | None) -> Mappin
 
 def names(pods: Sequence[PodInfo]) -> list[str]:
     return [p.key for p in pods]
+
+
+@dataclass(frozen=True)
+class NodeBrief:
+    """A node as the disruption budget sees it: schedulable and Ready, or not."""
+
+    name: str
+    unschedulable: bool
+    ready: bool
+
+
+def list_brief(kube: KubeClient, selector: str) -> list[NodeBrief]:
+    """The nodes a label selector matches (one LIST; a class of GPU nodes is small)."""
+    obj = kube.request(
+        "GET", "/api/v1/nodes", what=f"list nodes {selector}", query={"labelSelector": selector}
+    )
+    out = []
+    for item in obj.get("items") or ():
+        meta, spec, status = (
+            item.get("metadata") or {},
+            item.get("spec") or {},
+            item.get("status") or {},
+        )
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        )
+        out.append(NodeBrief(str(meta.get("name", "")), bool(spec.get("unschedulable")), ready))
+    return out

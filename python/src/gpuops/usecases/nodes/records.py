@@ -76,6 +76,16 @@ class AnsibleRunDocument(TypedDict):
     elapsed_s: float
 
 
+class BudgetTakenDocument(TypedDict):
+    """What the cluster's disruption budget gave a batch (usecases/nodes/budget.py)."""
+
+    holder: str  # this run's identity in the budget's Leases
+    nodes: dict[str, list[str]]  # GPU class -> the nodes taken
+    waited_s: float  # how long the batch waited for the budget
+    recovered: list[dict[str, Any]]  # dead holders' claims this take dropped
+    lease: dict[str, str]  # GPU class -> namespace/name of its Lease
+
+
 @dataclass
 class BatchRecord:
     index: int
@@ -91,6 +101,8 @@ class BatchRecord:
     #: the playbook run that rolled its failed hosts back (None: none)
     rollback: Annotated[dict[str, Any] | None, AnsibleRunDocument] = None
     phases_s: dict[str, float] = field(default_factory=dict)
+    #: what the disruption budget gave it (--budget-max-unavailable); None: not asked
+    budget: Annotated[dict[str, Any] | None, BudgetTakenDocument] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
