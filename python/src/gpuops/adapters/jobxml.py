@@ -24,6 +24,8 @@ PARAMETERS = "hudson.model.ParametersDefinitionProperty"
 NO_CONCURRENT = "org.jenkinsci.plugins.workflow.job.properties.DisableConcurrentBuildsJobProperty"
 CHOICE = "hudson.model.ChoiceParameterDefinition"
 TRIGGERS = "org.jenkinsci.plugins.workflow.job.properties.PipelineTriggersJobProperty"
+#: The scheduled inspection job's kind: its timer trigger is one gpuops owns.
+INSPECT = "inspect"
 #: Shown in a diff instead of an authToken's value (a secret).
 HIDDEN = "(set, value not shown)"
 
@@ -33,7 +35,9 @@ OWNED = {
     "description": "the job's description",
     f"properties/{PARAMETERS}": "the parameters: names, kinds, descriptions, defaults, choices "
     "in order (the rollback choices are the release history)",
-    f"properties/{NO_CONCURRENT}": "release and rollback jobs only: one release at a time",
+    f"properties/{NO_CONCURRENT}": "release, rollback and inspect jobs: one run at a time",
+    f"properties/{TRIGGERS} (inspect jobs)": "the inspection's timer trigger (its cron spec, "
+    "jenkins.inspect_schedule)",
     "definition": "its class (Pipeline from SCM); scm: its class, userRemoteConfigs (URL, "
     "credentials id), branches; scriptPath; lightweight",
     "authToken": "must be absent: a remote trigger token starts a build with no user cause, "
@@ -88,7 +92,11 @@ def _parse(config_xml: str, what: str) -> ET.Element:
 
 
 def _owned_properties(kind: str) -> tuple[str, ...]:
-    return (PARAMETERS,) if kind == "build" else (PARAMETERS, NO_CONCURRENT)
+    if kind == "build":
+        return (PARAMETERS,)
+    if kind == INSPECT:  # its timer trigger is gpuops': compared and replaced
+        return (PARAMETERS, NO_CONCURRENT, TRIGGERS)
+    return (PARAMETERS, NO_CONCURRENT)
 
 
 def _default_field(parent: ET.Element, child: ET.Element) -> bool:
@@ -175,7 +183,7 @@ def _gate(root: ET.Element, out: ET.Element, kind: str) -> None:
     if kind == "build":
         return
     props = root.find("properties")
-    for p in props.findall(TRIGGERS) if props is not None else []:
+    for p in props.findall(TRIGGERS) if props is not None and kind != INSPECT else []:
         if _has_triggers(p):
             out.append(_tidy(p))
     legacy = root.find("triggers")
@@ -244,7 +252,7 @@ def _reset_gate(root: ET.Element, kind: str) -> None:
     if kind == "build":
         return
     props = root.find("properties")
-    for p in props.findall(TRIGGERS) if props is not None else []:
+    for p in props.findall(TRIGGERS) if props is not None and kind != INSPECT else []:
         props.remove(p)  # type: ignore[union-attr]
     legacy = root.find("triggers")
     if legacy is not None:
