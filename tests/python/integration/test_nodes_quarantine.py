@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from integration.conftest_metrics import MetricsLab
 from integration.conftest_nodes import NodesLab
+from kubernetes import client
 from kubernetes.client import V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
+from gpuops.core import disruption
 from gpuops_lab import gpus, hoststate
 
 pytestmark = pytest.mark.timeout(600)
@@ -48,15 +50,25 @@ def _state(nodes_lab: NodesLab) -> dict[str, Any]:
 
 
 def _clean(nodes_lab: NodesLab) -> None:
-    try:
-        nodes_lab.kube.core.delete_namespaced_config_map("gpuops-quarantine", NAMESPACE)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+    product = nodes_lab.node(FAULTY).metadata.labels["nvidia.com/gpu.product"]
+    leases = client.CoordinationV1Api(nodes_lab.kube.api)
+    for delete in (
+        lambda: nodes_lab.kube.core.delete_namespaced_config_map("gpuops-quarantine", NAMESPACE),
+        lambda: leases.delete_namespaced_lease(disruption.lease_name(product), NAMESPACE),
+    ):
+        try:
+            delete()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     for node in (FAULTY, OTHER):
         taints = [t for t in nodes_lab.node(node).spec.taints or () if t.key != TAINT]
         nodes_lab.kube.core.patch_node(
-            node, {"spec": {"taints": taints or None}, "metadata": {"annotations": {CLAIMS: None}}}
+            node,
+            {
+                "spec": {"taints": taints or None, "unschedulable": None},
+                "metadata": {"annotations": {CLAIMS: None, "gpuops.io/cordoned-by": None}},
+            },
         )
 
 
@@ -82,6 +94,8 @@ def test_quarantine_breaker_release_and_metrics_in_prometheus(
     assert _taints(nodes_lab, FAULTY) == []
     refused = nodes_lab.gpuops("nodes", "inspect", "-i", inv, "--drain", tmp=tmp_path)
     assert refused.rc == 2 and "--quarantine" in refused.stderr
+    no_budget = nodes_lab.gpuops(*base, "--drain", tmp=tmp_path)
+    assert no_budget.rc == 2 and "--budget-max-unavailable" in no_budget.stderr
 
     try:
         nodes_lab.kube.core.create_namespace(V1Namespace(metadata=V1ObjectMeta(name=NAMESPACE)))
@@ -91,8 +105,8 @@ def test_quarantine_breaker_release_and_metrics_in_prometheus(
     _clean(nodes_lab)
     try:
         _quarantined_and_pushed(nodes_lab, metrics_lab, base, tmp_path, prom_file)
-        _breaker(nodes_lab, base, tmp_path, other_card)
-        _released(nodes_lab, base, tmp_path, healthy_card)
+        _breaker(nodes_lab, base, tmp_path)
+        _released(nodes_lab, base, tmp_path, healthy_card, other_card)
     finally:
         hoststate.set_card(nodes_lab.lab, FAULTY, gpus.FAULTY_INDEX, **faulty_card)
         hoststate.set_card(nodes_lab.lab, OTHER, 0, **other_card)
@@ -102,9 +116,11 @@ def test_quarantine_breaker_release_and_metrics_in_prometheus(
 def _quarantined_and_pushed(
     nodes_lab: NodesLab, metrics_lab: MetricsLab, base: list[str], tmp_path: Path, prom_file: Path
 ) -> None:
-    # 1. the faulty host is quarantined; the metrics go to the textfile and the Pushgateway
+    # 1. the faulty host is quarantined and drained (its share of the disruption budget taken
+    # while it drains, given back after); the metrics go to the textfile and the Pushgateway
     run = nodes_lab.gpuops(
         *base,
+        "--drain", "--budget-max-unavailable", "1",
         "--metrics-file", str(prom_file),
         "--pushgateway", metrics_lab.pushgateway_url,
         tmp=tmp_path,
@@ -112,6 +128,17 @@ def _quarantined_and_pushed(
     assert run.rc == 3, run.stderr  # critical findings stay a refused gate
     q = run.doc["result"]["quarantine"]  # type: ignore[index]
     assert q["newly"] == [FAULTY] and q["quarantined"] == [FAULTY], q
+    assert q["drained"] == [FAULTY] and q["not_drained"] == {}, q
+    node = nodes_lab.node(FAULTY)
+    assert node.spec.unschedulable is True
+    assert node.metadata.annotations["gpuops.io/cordoned-by"] == "gpuops nodes inspect --quarantine"
+    product = node.metadata.labels["nvidia.com/gpu.product"]
+    lease = client.CoordinationV1Api(nodes_lab.kube.api).read_namespaced_lease(
+        disruption.lease_name(product), NAMESPACE
+    )
+    # made by this take (the test removed it first), every claim given back
+    holders = (lease.metadata.annotations or {}).get(disruption.HOLDERS_ANNOTATION, "[]")
+    assert json.loads(holders) == [], lease
     assert q["limits"] == {"gpu_a100": 1} and q["breakers_open"] == {}
     assert _taints(nodes_lab, FAULTY) == [(TAINT, "quarantine", "NoSchedule")]
     assert "quarantine" in _claims(nodes_lab, FAULTY)
@@ -138,9 +165,7 @@ def _quarantined_and_pushed(
     assert labels["scope"] == "gpu_a100" and labels["group"] == "gpu_a100", labels
 
 
-def _breaker(
-    nodes_lab: NodesLab, base: list[str], tmp_path: Path, other_card: dict[str, Any]
-) -> None:
+def _breaker(nodes_lab: NodesLab, base: list[str], tmp_path: Path) -> None:
     # 2. a second critical A100 at once: the class's breaker opens, the host is not tainted
     hoststate.set_card(nodes_lab.lab, OTHER, 0, temperature=95)
     tripped = nodes_lab.gpuops(*base, tmp=tmp_path)
@@ -152,28 +177,33 @@ def _breaker(
     assert _taints(nodes_lab, OTHER) == [] and q["quarantined"] == [FAULTY]
     breaker_alert = [a for a in tripped.doc["result"]["alerts"] if a["host"] == "class:gpu_a100"]  # type: ignore[index]
     assert len(breaker_alert) == 1, tripped.doc["result"]["alerts"]  # type: ignore[index]
-    # open until reset: the next inspection, the host healthy again, changes nothing
+
+
+def _released(
+    nodes_lab: NodesLab,
+    base: list[str],
+    tmp_path: Path,
+    healthy_card: dict[str, Any],
+    other_card: dict[str, Any],
+) -> None:
+    # 3. both repaired: the breaker stays open (exit 3) until reset, while the quarantined host
+    # counts its healthy inspections; --release-after 2 releases it on the second
     hoststate.set_card(nodes_lab.lab, OTHER, 0, **other_card)
-    still = nodes_lab.gpuops(*base, tmp=tmp_path)
-    assert still.rc == 3 and "gpu_a100" in _state(nodes_lab)["breakers"]
+    hoststate.set_card(nodes_lab.lab, FAULTY, gpus.FAULTY_INDEX, **healthy_card)
+    first = nodes_lab.gpuops(*base, "--release-after", "2", tmp=tmp_path)
+    assert first.rc == 3 and "circuit breaker open for class(es) gpu_a100" in first.stderr
+    q = first.doc["result"]["quarantine"]  # type: ignore[index]
+    assert q["healthy_streak"] == {FAULTY: 1} and q["held"] == {}, q
+    assert _taints(nodes_lab, FAULTY) == [(TAINT, "quarantine", "NoSchedule")]
+    assert "gpu_a100" in _state(nodes_lab)["breakers"]
     reset = nodes_lab.gpuops("nodes", "quarantine-reset", "--class", "gpu_a100", tmp=tmp_path)
     assert reset.rc == 0, reset.stderr
     assert reset.result["closed"] == ["gpu_a100"] and reset.result["still_open"] == []
     assert reset.result["quarantined"] == [FAULTY] and _state(nodes_lab)["breakers"] == {}
-
-
-def _released(
-    nodes_lab: NodesLab, base: list[str], tmp_path: Path, healthy_card: dict[str, Any]
-) -> None:
-    # 3. the faulty host repaired: released after --release-after 2 healthy inspections
-    hoststate.set_card(nodes_lab.lab, FAULTY, gpus.FAULTY_INDEX, **healthy_card)
-    first = nodes_lab.gpuops(*base, "--release-after", "2", tmp=tmp_path)
-    assert first.rc == 0, first.stderr
-    assert first.result["quarantine"]["healthy_streak"] == {FAULTY: 1}
-    assert _taints(nodes_lab, FAULTY) == [(TAINT, "quarantine", "NoSchedule")]
     second = nodes_lab.gpuops(*base, "--release-after", "2", tmp=tmp_path)
     assert second.rc == 0, second.stderr
     assert second.result["quarantine"]["released"] == [FAULTY]
     assert second.result["quarantine"]["quarantined"] == []
     assert _taints(nodes_lab, FAULTY) == [] and _claims(nodes_lab, FAULTY) == {}
     assert _state(nodes_lab)["nodes"] == {}
+    assert not nodes_lab.node(FAULTY).spec.unschedulable  # the cordon --drain made is undone

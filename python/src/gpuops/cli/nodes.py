@@ -358,7 +358,7 @@ def update(
     "--drain",
     is_flag=True,
     help="With --quarantine: also cordon and drain a node quarantined now, taking its share "
-    "of the disruption budget.",
+    "of the disruption budget (--budget-max-unavailable) while it drains.",
 )
 @click.option(
     "--quarantine-max-percent",
@@ -383,6 +383,7 @@ def update(
     help="Namespace of the quarantine state ConfigMap (gpuops-quarantine).",
 )
 @cluster_options
+@budget_options
 @click.option(
     "--metrics-file",
     type=Text("path"),
@@ -412,6 +413,7 @@ def inspect(
     release_after: int,
     quarantine_namespace: str,
     cluster: Any,
+    budget: Any,
     metrics_file: str | None,
     pushgateway: str | None,
 ) -> Shown:
@@ -427,6 +429,12 @@ def inspect(
 
     if drain and not quarantine:
         raise InvalidInput("--drain drains quarantined nodes: it needs --quarantine")
+    if drain and budget is None:
+        raise InvalidInput(
+            "--drain takes each drained node from the cluster's disruption budget: it needs "
+            "--budget-max-unavailable",
+            hint="e.g. --budget-max-unavailable 10% (the limit every gpuops run shares)",
+        )
     outcome = usecase.inspect(
         usecase.InspectRequest(
             inventory=inventory,
@@ -445,6 +453,7 @@ def inspect(
                 release_after=release_after,
                 namespace=quarantine_namespace,
                 drain=drain,
+                budget=budget,
             )
             if quarantine
             else None,

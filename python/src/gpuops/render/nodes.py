@@ -117,6 +117,8 @@ def quarantine_text(q: dict[str, Any]) -> str:
         lines.append(f"  released: {', '.join(q['released'])}")
     if q["drained"]:
         lines.append(f"  drained: {', '.join(q['drained'])}")
+    for host, why in q.get("not_drained", {}).items():
+        lines.append(f"  not drained: {host}: {why}")
     for c, b in q["breakers_open"].items():
         lines.append(
             f"  BREAKER OPEN for class {c} since {b['since']}: {b['reason']} "

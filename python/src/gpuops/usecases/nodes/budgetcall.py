@@ -1,46 +1,46 @@
-"""The disruption budget as ``nodes inspect --quarantine --drain`` uses it: one node's share
-taken before it is drained and given back after (usecases/nodes/budget.py, the budget
-engineer's module: ``take(kube, holder, nodes, limits, wait_s, say) -> Taken | Hold`` and
-``give(kube, taken)``, as docs/ISSUE21-22 fixed them).
-
-The budget module is loaded when a drain runs (``importlib``: this branch was written before
-it landed; once merged, a plain import replaces this). Without it a drain is refused (the node
-stays quarantined, tainted but not drained) and the result says so.
+"""The disruption budget as ``nodes inspect --quarantine --drain`` uses it: one node's share of
+its class (the node label ``nvidia.com/gpu.product``, as the budget counts classes) taken
+before it is cordoned and drained, renewed while it drains, and given back after
+(usecases/nodes/budget.py: ``take``/``give``). A node left cordoned keeps counting as
+unavailable through the cluster's own state (the budget counts cordoned nodes), so the share
+need not be held while the node stays quarantined.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from gpuops.adapters.kube import KubeClient
 from gpuops.adapters.kube import nodes as kubenodes
+from gpuops.core import disruption
+from gpuops.usecases.nodes import budget
+from gpuops.usecases.nodes.budget import BudgetSpec
 
-HOLDER = "gpuops-nodes-inspect"
-WAIT_S = 0.0  # a quarantine drain does not wait for budget: the next inspection tries again
-CLASS_LABEL = "nvidia.com/gpu.product"
+HOLDER_PREFIX = "nodes-inspect-quarantine"
 
 
 @contextlib.contextmanager
-def held(kube: KubeClient, node: str, say: Callable[[str], None]) -> Iterator[bool]:
-    """True inside while ``node``'s share of its class's budget is held; False when the budget
-    (or the budget module) refused it."""
-    try:
-        budget: Any = importlib.import_module("gpuops.usecases.nodes.budget")
-    except ImportError:
-        say(f"[gpuops] node {node} not drained: the disruption budget module is not installed")
-        yield False
-        return
+def held(
+    kube: KubeClient, node: str, spec: BudgetSpec, say: Callable[[str], None]
+) -> Iterator[str | None]:
+    """Inside: None while ``node``'s share is held, else why the budget refused it (spent
+    after ``spec.wait_s``: the message names the holders)."""
     info = kubenodes.get_node(kube, node)
-    klass = info.labels.get(CLASS_LABEL, "unknown")
-    taken = budget.take(kube, HOLDER, {klass: [node]}, {}, WAIT_S, say)
-    if not isinstance(taken, budget.Taken):
-        say(f"[gpuops] node {node} not drained: the disruption budget is spent: {taken.message}")
-        yield False
+    klass = disruption.class_of(info.labels)
+    holder = f"{HOLDER_PREFIX}/{budget.holder_identity()}"
+    where = budget.Where(
+        spec.where.namespace, spec.where.kured, spec.where.lease_s, f"quarantine {node}"
+    )
+    got = budget.take(kube, holder, {klass: [node]}, spec.limits, spec.wait_s, say, where=where)
+    if not isinstance(got, budget.Taken):
+        yield got.message
         return
+    renewer = budget.Renewer(kube, say, where.lease_s)
+    with renewer.lock:
+        renewer.held = got
     try:
-        yield True
+        yield None
     finally:
-        budget.give(kube, taken)
+        renewer.stop()
+        budget.give(kube, got)

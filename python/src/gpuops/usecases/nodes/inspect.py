@@ -368,10 +368,15 @@ def _verdict(result: InspectResult) -> GpuOpsError | None:
     """Critical findings: a refused gate; else hosts not inspected: unreachable. An open
     quarantine breaker is said first (it needs a person)."""
     q = result.quarantine.to_dict() if result.quarantine is not None else None
-    if q is not None and q["held"]:
+    if q is not None and q["breakers_open"]:  # open until a person resets it: never green
+        held = (
+            f"{len(q['held'])} critical host(s) not quarantined: {', '.join(q['held'])}"
+            if q["held"]
+            else "automatic quarantine is off for it"
+        )
         return GateRefused(
             f"quarantine circuit breaker open for class(es) {', '.join(q['breakers_open'])}: "
-            f"{len(q['held'])} critical host(s) not quarantined: {', '.join(q['held'])}",
+            + held,
             hint="find what the class's hosts have in common (driver, rack, monitoring); then "
             "gpuops nodes quarantine-reset --class CLASS",
         )

@@ -29,7 +29,8 @@ from gpuops.core.inventory import Inventory
 from gpuops.core.kubeinput import dns_label
 from gpuops.errors import InvalidInput, OperationFailed
 from gpuops.usecases.cluster import Cluster
-from gpuops.usecases.nodes import taints
+from gpuops.usecases.nodes import budgetcall, taints
+from gpuops.usecases.nodes.budget import BudgetSpec
 from gpuops.usecases.outcome import Outcome
 
 CONFIGMAP = "gpuops-quarantine"
@@ -47,6 +48,8 @@ class QuarantinePolicy:
     namespace: str = DEFAULT_NAMESPACE
     drain: bool = False
     drain_timeout_s: int = 300
+    #: with ``drain``: the disruption budget each drained node takes its share from
+    budget: BudgetSpec | None = None
 
 
 class BreakerDocument(TypedDict):
@@ -68,6 +71,7 @@ class QuarantineDocument(TypedDict):
     limits: dict[str, int]  # class -> nodes that may be quarantined at once
     healthy_streak: dict[str, int]  # quarantined host -> healthy inspections in a row
     drained: list[str]  # with --drain: hosts cordoned and drained by this inspection
+    not_drained: dict[str, str]  # with --drain: quarantined now but not drained: why
     release_after: int
     share_pct: float
 
@@ -79,6 +83,7 @@ class QuarantineReport:
     hosts_of: dict[str, str]  # node -> host
     policy: QuarantinePolicy
     drained: list[str] = field(default_factory=list)
+    not_drained: dict[str, str] = field(default_factory=dict)
 
     def _host(self, node: str) -> str:
         return self.hosts_of.get(node, node)
@@ -103,6 +108,7 @@ class QuarantineReport:
                 if s.quarantined
             },
             "drained": list(self.drained),
+            "not_drained": dict(self.not_drained),
             "release_after": self.policy.release_after,
             "share_pct": self.policy.share_pct,
         }
@@ -212,26 +218,20 @@ def apply(
             f"[gpuops] quarantine circuit breaker of class {klass} OPEN: "
             + plan.state.breakers[klass].reason
         )
-    if policy.drain:
-        report.drained = _drain(kube, plan.quarantine, hosts_of, policy, say)
+    if policy.drain and policy.budget is not None:
+        _drain(kube, report, policy.budget, say)
     return report
 
 
-def _drain(
-    kube: KubeClient,
-    nodes: list[str],
-    hosts_of: Mapping[str, str],
-    policy: QuarantinePolicy,
-    say: Say,
-) -> list[str]:
-    """Cordon and drain the nodes quarantined now, each taking its share of the disruption
-    budget (usecases/nodes/budget.py) while it drains."""
-    from gpuops.usecases.nodes import budgetcall  # noqa: PLC0415
-
-    drained = []
-    for node in nodes:
-        with budgetcall.held(kube, node, say) as ok:
-            if not ok:
+def _drain(kube: KubeClient, report: QuarantineReport, spec: BudgetSpec, say: Say) -> None:
+    """Cordon and drain the nodes quarantined now, each holding its share of the disruption
+    budget while it drains (a spent budget: the node stays tainted, not drained, said)."""
+    for node in report.plan.quarantine:
+        host = report.hosts_of.get(node, node)
+        with budgetcall.held(kube, node, spec, say) as refused:
+            if refused is not None:
+                report.not_drained[host] = refused
+                say(f"[gpuops] node {node} quarantined but not drained: {refused}")
                 continue
             info = kubenodes.get_node(kube, node)
             if not info.unschedulable:
@@ -241,15 +241,16 @@ def _drain(
                 node,
                 "nvidia.com/gpu",
                 which="drain",
-                timeout_s=policy.drain_timeout_s,
+                timeout_s=report.policy.drain_timeout_s,
                 evict_after=True,
             )
             if rest:
-                say(f"[gpuops] node {node}: drain incomplete: {', '.join(kubenodes.names(rest))}")
+                why = f"drain incomplete: {', '.join(kubenodes.names(rest))}"
+                report.not_drained[host] = why
+                say(f"[gpuops] node {node}: {why}")
                 continue
-            drained.append(hosts_of.get(node, node))
-            say(f"[gpuops] drained node {node}")
-    return drained
+            report.drained.append(host)
+            say(f"[gpuops] cordoned and drained node {node}")
 
 
 # -- the explicit reset ----------------------------------------------------------------------
