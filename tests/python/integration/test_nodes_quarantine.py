@@ -23,7 +23,10 @@ from kubernetes import client
 from kubernetes.client import V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
+from gpuops.adapters.kube import KubeClient
 from gpuops.core import disruption
+from gpuops.core import quarantine as q
+from gpuops.usecases.nodes import quarantine
 from gpuops_lab import gpus, hoststate
 
 pytestmark = pytest.mark.timeout(600)
@@ -207,3 +210,45 @@ def _released(
     assert _taints(nodes_lab, FAULTY) == [] and _claims(nodes_lab, FAULTY) == {}
     assert _state(nodes_lab)["nodes"] == {}
     assert not nodes_lab.node(FAULTY).spec.unschedulable  # the cordon --drain made is undone
+
+
+def test_a_concurrent_write_of_the_state_makes_the_writer_read_and_plan_again(
+    nodes_lab: NodesLab,
+) -> None:
+    """The state's writes are conditional: another inspection writing between our read and our
+    write (here: on the real API server, inside our first planning) makes our PUT a 409, and
+    we plan again on its state, so its quarantined node counts against the breaker and both
+    nodes cannot be quarantined past the class's limit of one."""
+    try:
+        nodes_lab.kube.core.create_namespace(V1Namespace(metadata=V1ObjectMeta(name=NAMESPACE)))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    _clean(nodes_lab)
+    kube = KubeClient.connect(str(nodes_lab.kube.kubeconfig))
+    store = quarantine.Store(kube, NAMESPACE)
+    store.update(lambda st: (st, None))  # the ConfigMap exists, empty state
+    seen: list[list[str]] = []
+
+    def plan(state: q.State) -> tuple[q.State, q.Plan]:
+        seen.append(state.quarantined())
+        if len(seen) == 1:  # the other inspection quarantines OTHER meanwhile
+            other = q.plan(state, [q.Seen(OTHER, "gpu_a100", "critical", "other run")],
+                           {"gpu_a100": 3}, share_pct=10, release_after=3, now="T0")  # fmt: skip
+            cm = nodes_lab.kube.core.read_namespaced_config_map(quarantine.CONFIGMAP, NAMESPACE)
+            cm.data = {quarantine.KEY: q.encode(other.state)}
+            nodes_lab.kube.core.replace_namespaced_config_map(quarantine.CONFIGMAP, NAMESPACE, cm)
+        p = q.plan(state, [q.Seen(FAULTY, "gpu_a100", "critical", "this run")],
+                   {"gpu_a100": 3}, share_pct=10, release_after=3, now="T1")  # fmt: skip
+        return p.state, p
+
+    try:
+        result: q.Plan = store.update(plan)
+        assert seen == [[], [OTHER]], seen  # read again after the 409: the other's write seen
+        assert result.tripped == ["gpu_a100"] and result.quarantine == []
+        state = _state(nodes_lab)
+        assert [n for n, s in state["nodes"].items() if s["quarantined"]] == [OTHER]
+        assert state["breakers"]["gpu_a100"]["nodes"] == [FAULTY]
+    finally:
+        kube.close()
+        _clean(nodes_lab)
