@@ -227,7 +227,12 @@ def test_a_concurrent_write_of_the_state_makes_the_writer_read_and_plan_again(
     _clean(nodes_lab)
     kube = KubeClient.connect(str(nodes_lab.kube.kubeconfig))
     store = quarantine.Store(kube, NAMESPACE)
-    store.update(lambda st: (st, None))  # the ConfigMap exists, empty state
+    assert store.update(lambda st: (st, "nothing")) == "nothing"  # nothing to remember:
+    assert store.read()[0] is None  # no ConfigMap made (quarantine-reset on a fresh cluster)
+    empty = {quarantine.KEY: q.encode(q.State())}
+    nodes_lab.kube.core.create_namespaced_config_map(
+        NAMESPACE, {"metadata": {"name": quarantine.CONFIGMAP}, "data": empty}
+    )
     seen: list[list[str]] = []
 
     def plan(state: q.State) -> tuple[q.State, q.Plan]:

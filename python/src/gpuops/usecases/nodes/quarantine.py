@@ -140,6 +140,8 @@ class Store:
             cm, state = self.read()
             new, out = change(state)
             data = {KEY: q.encode(new)}
+            if cm is None and data[KEY] == q.encode(q.State()):
+                return out  # nothing to remember: no ConfigMap is made for it
             try:
                 if cm is None:
                     kubeapps.create_configmap(self.kube, self.namespace, CONFIGMAP, data)
