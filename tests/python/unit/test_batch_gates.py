@@ -78,3 +78,19 @@ def test_a_hold_says_its_gate_reason_and_details() -> None:
         "message": "2 alerts firing",
         "details": {"alerts": ["GpuXid"]},
     }
+
+
+def test_confirm_asks_only_the_gates_that_have_it_and_its_error_stops_the_run() -> None:
+    log: list[str] = []
+
+    class Confirming(Probe):
+        def confirm(self, batch: Any, hosts: Sequence[Any]) -> None:
+            log.append(f"confirm {self.name}")
+            if self.name == "lost":
+                raise RuntimeError("lost the disruption budget")
+
+    gates.confirm_all([Probe("window", log), Confirming("budget", log)], None, [])  # type: ignore[arg-type]
+    assert log == ["confirm budget"]
+    with pytest.raises(RuntimeError, match="lost the disruption budget"):
+        gates.confirm_all([Confirming("lost", log), Confirming("after", log)], None, [])  # type: ignore[arg-type]
+    assert log == ["confirm budget", "confirm lost"]

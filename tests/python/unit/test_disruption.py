@@ -76,6 +76,9 @@ def test_the_strictest_live_limit_applies() -> None:
         [claim("b", "n2", limit=1)], state(), "a", "", ["n1"], d.BudgetLimit(count=3), 60, NOW
     )
     assert not v.fits and v.limit == 1
+    assert not v.never  # it fits once b has gone
+    big = d.judge([], state(), "a", "", ["n1", "n2", "n3"], d.BudgetLimit(count=2), 60, NOW)
+    assert not big.fits and big.never
 
 
 def test_cordoned_not_ready_and_kured_nodes_count() -> None:

@@ -282,6 +282,11 @@ class Verdict:
     dead: tuple[Claim, ...]  # other holders silent for longer than their lease: dropped
     state: ClassState
     claims_after: tuple[Claim, ...] = field(default=())
+    own: int = 0  # the taker's own limit: asking more than it can never fit
+
+    @property
+    def never(self) -> bool:
+        return len(self.asked) > self.own
 
     def message(self) -> str:
         after = len(set(self.unavailable) | set(self.asked))
@@ -344,7 +349,7 @@ def judge(
         )
         after = (*live, claim)
     return Verdict(
-        fits, state.cls, strictest, want, tuple(sorted(unavailable)), live, dead, state, after
+        fits, state.cls, strictest, want, tuple(sorted(unavailable)), live, dead, state, after, own
     )
 
 

@@ -186,6 +186,32 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void theDisruptionBudgetOptionsReachTheCliAsGiven() {
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', budgetMaxUnavailable: ['1', 'NVIDIA-H800=25%'],
+                                   budgetWait: 600, budgetLease: 30, kuredDaemonset: 'kured/kured'])
+
+        assertEquals([inventory: 'inv', budget_max_unavailable: ['1', 'NVIDIA-H800=25%'], budget_wait: 600,
+                      budget_lease: 30, kured_daemonset: 'kured/kured',
+                      artifacts_dir: 'gpuops-artifacts/updateGpuNodes-local'], paramsOfLastCall())
+        assertJobStatusSuccess()
+    }
+
+    @Test
+    void aBudgetHoldIsAFailureByPolicyWithTheHoldersInTheConsoleLine() {
+        String held = 'rollout held: disruption budget spent: class NVIDIA-H800: 1 node(s) unavailable, ' +
+            '1 more would make 2 > max_unavailable 1; holders: agent-3/pid-7-a1b2c3 (nodes update inv-b) holds n1'
+        cliFails(WORDS, 3, [message: held, category: 'gate-refused'], [result: FAILED_RESULT])
+
+        Object result = runStep('updateGpuNodes',
+            [inventory: 'inv', onFailure: 'unstable', budgetMaxUnavailable: ['1']])
+
+        assertEquals(FAILED_RESULT, result)
+        assertEquals(["[updateGpuNodes] ${held} (gate-refused)".toString()], unstableMessages)
+    }
+
+    @Test
     void aMisspelledRollbackParameterIsRefusedBeforeTheCliRuns() {
         cliSucceeds(WORDS, DONE)
 

@@ -124,14 +124,14 @@ def take(
         if blocked is None:  # pragma: no cover - _try_all returns one or the other
             raise OperationFailed("the disruption budget answered neither taken nor spent")
         waited = time.monotonic() - started
-        never = len(blocked.asked) > blocked.limit
+        never = blocked.never
         if never or waited >= wait_s:
             why = "" if never else f" (waited {round(waited)}s of --budget-wait {round(wait_s)}s)"
             message = f"disruption budget spent: {blocked.message()}{why}"
             if never:
                 message = (
                     f"the batch takes {len(blocked.asked)} node(s) of class {blocked.cls}, "
-                    f"more than its max_unavailable {blocked.limit}: use a smaller batch"
+                    f"more than its max_unavailable {blocked.own}: use a smaller batch"
                 )
             return Hold("budget", message, {**blocked.to_dict(), "waited_s": round(waited, 3)})
         if not said:
@@ -316,6 +316,8 @@ class Renewer:
         self.kube, self.say, self.period = kube, say, max(0.5, lease_s / 3)
         self.lock = threading.Lock()
         self.held: Taken | None = None
+        self.confirmed = time.monotonic()  # the last write that proved the share ours
+        self.failed = ""  # the last renewal error said
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="budget-renew", daemon=True)
         self._thread.start()
@@ -327,8 +329,11 @@ class Renewer:
                     continue
                 try:
                     renew(self.kube, self.held)
+                    self.confirmed = time.monotonic()
                 except GpuOpsError as exc:
-                    self.say(f"[budget] could not renew: {exc.message}")
+                    if exc.message != self.failed:  # said once, not every period
+                        self.failed = exc.message
+                        self.say(f"[budget] could not renew: {exc.message}")
 
     def stop(self) -> None:
         self._stop.set()
@@ -359,6 +364,7 @@ class BudgetGate:
         run = spec.where.run or _run_name(ctx)
         self.where = Where(spec.where.namespace, spec.where.kured, spec.where.lease_s, run)
         self.renewer: Renewer | None = None
+        self.unlimited: set[str] = set()  # classes the limits do not name (not asked)
         if ctx.kube is None:
             ctx.say("[budget] no Kubernetes: hosts are no nodes, the budget is not asked")
 
@@ -369,6 +375,11 @@ class BudgetGate:
                 continue
             info = kubenodes.get_node(kube, h.node)
             cls = core.class_of(info.labels) if info.exists else core.UNLABELLED
+            if core.limit_for(self.spec.limits, cls) is None:
+                if cls not in self.unlimited:
+                    self.unlimited.add(cls)
+                    self.ctx.say(f"[budget] class {cls} has no limit given: not asked for it")
+                continue
             out.setdefault(cls, []).append(h.node)
         return out
 
@@ -399,10 +410,27 @@ class BudgetGate:
                 for cls, n in before.nodes.items():
                     got.nodes[cls] = tuple(sorted(set(got.nodes.get(cls, ())) | set(n)))
             self.renewer.held = got
+            self.renewer.confirmed = time.monotonic()
         taken = ", ".join(f"{c}: {len(n)}" for c, n in sorted(got.to_dict()["nodes"].items()))
         self.ctx.say(f"[budget] took {taken} (waited {round(got.waited_s)}s)")
         batch.budget = got.to_dict()
         return None
+
+    def confirm(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> None:
+        """Renew now, right before the batch's nodes are cordoned: when this run's share was
+        recovered by another run (this one was stopped for longer than its lease since it took
+        it) the run stops here with an error, its nodes untouched."""
+        if self.renewer is None or self.ctx.kube is None:
+            return
+        with self.renewer.lock:
+            if self.renewer.held is None or not self.renewer.held.nodes:
+                return
+            try:
+                renew(self.ctx.kube, self.renewer.held)
+            except OperationFailed:
+                self.renewer.held = None  # nothing of it is ours any more: nothing to give back
+                raise
+            self.renewer.confirmed = time.monotonic()
 
     def done(self, batch: BatchRecord, hosts: Sequence[HostRecord]) -> None:
         self._give_back()

@@ -80,6 +80,19 @@ def open_all(specs: Sequence[GateSpec], ctx: GateContext) -> list[BatchGate]:
     return gates
 
 
+def confirm_all(
+    gates: Sequence[BatchGate], batch: BatchRecord, hosts: Sequence[HostRecord]
+) -> None:
+    """Right before a batch's nodes are disrupted (cordoned), after every gate admitted it: a
+    gate with an optional ``confirm(batch, hosts)`` checks that what it took is still its own
+    (the budget: a run stopped for longer than its lease between admit and cordon may have lost
+    its share to another run) and raises when not; gates without one are not asked."""
+    for gate in gates:
+        confirm = getattr(gate, "confirm", None)
+        if confirm is not None:
+            confirm(batch, hosts)
+
+
 def close_all(gates: Sequence[BatchGate]) -> None:
     """Close every gate, last opened first; the first error is raised after all were closed."""
     error: BaseException | None = None

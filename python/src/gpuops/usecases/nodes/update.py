@@ -534,6 +534,7 @@ def _run(
                 for r in records:
                     r.reason = rollout.not_started(run.stopped)
                 continue
+        batchgates.confirm_all(opened, b, records)  # still ours, right before the cordon
         ready = guard.prepare(records) if guard is not None else records
         b.phases_s["kubernetes_before"] = round(time.monotonic() - t0, 3)
         for r in ready:
