@@ -28,6 +28,9 @@ def held(
     after ``spec.wait_s``: the message names the holders)."""
     info = kubenodes.get_node(kube, node)
     klass = disruption.class_of(info.labels)
+    if disruption.limit_for(spec.limits, klass) is None:  # no permission to take it down
+        yield f"--budget-max-unavailable gives no limit for its class {klass}"
+        return
     holder = f"{HOLDER_PREFIX}/{budget.holder_identity()}"
     where = budget.Where(
         spec.where.namespace, spec.where.kured, spec.where.lease_s, f"quarantine {node}"
