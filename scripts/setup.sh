@@ -12,7 +12,7 @@ PYTHON=${PYTHON:-python3}
 # reports' browser checks (driven by playwright-core from package.json).
 APT_PACKAGES=(
   openssh-server openssh-client netcat-openbsd iproute2 util-linux procps
-  docker-registry apache2-utils prometheus prometheus-alertmanager
+  docker-registry apache2-utils prometheus prometheus-alertmanager prometheus-pushgateway
   podman buildah skopeo runc conmon busybox-static debootstrap
   gradle curl jq ca-certificates openssl sudo
   chromium fonts-dejavu-core

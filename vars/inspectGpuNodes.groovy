@@ -8,7 +8,9 @@ import org.gpuops.StepParams
 // disks. Takes no lock (it reads: it never waits for a node update of the fleet; the update's
 // drained nodes show as such), binds the SSH key into environment variables only (S-25),
 // archives and publishes the JSON and JUnit reports; a critical finding fails the build or
-// marks it unstable. Returns the CLI's result.
+// marks it unstable. With quarantine: true (and a kubeconfig credential) critical nodes are
+// tainted and released by the CLI (state in the cluster); metricsFile/pushgateway export the
+// findings to Prometheus. Returns the CLI's result.
 @Field final String STEP_NAME = 'inspectGpuNodes'
 @Field final List COMMAND = ['nodes', 'inspect']
 
@@ -16,11 +18,13 @@ import org.gpuops.StepParams
     sshCredentialsId       : null,   // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
     knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
     webhookCredentialsId   : null,   // string credential with the alert webhook URL -> env GPUOPS_WEBHOOK_URL
+    kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG (for quarantine: true)
     onCritical             : 'fail', // critical findings or hosts not inspected: 'fail', or 'unstable'
 ]
 
 @Field final Map TYPES = [
     sshCredentialsId: 'string', knownHostsCredentialsId: 'string', webhookCredentialsId: 'string',
+    kubeconfigCredentialsId: 'string',
     onCritical: ['fail', 'unstable'],
 ]
 
@@ -29,7 +33,8 @@ Map call(Map config = [:]) {
     Map step = params.step
     Map cli = params.cli
     List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
-                                            webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env)
+                                            webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env,
+                                            kubeconfig: step.kubeconfigCredentialsId)
     return NodeSteps.run(this, cli,
         [folder: 'report_dir', page: 'fleet.html', title: 'GPU fleet health', credentials: credentials,
          allow: ['gate-refused', 'unreachable'], mode: step.onCritical])

@@ -34,13 +34,15 @@ from gpuops_lab.spec import DEFAULT_HOSTS, GpuHost, default_fleet
 log = logging.getLogger(__name__)
 
 #: Components in start order; ``down`` walks them backwards. ``apps`` (the app stand-in)
-#: needs ``kube``; ``prometheus`` scrapes ``apps`` when it runs; ``alertmanager`` stands alone.
+#: needs ``kube``; ``prometheus`` scrapes ``apps`` and ``pushgateway`` when they run;
+#: ``alertmanager`` stands alone.
 COMPONENTS: tuple[str, ...] = (
     "registry",
     "builder",
     "fleet",
     "kube",
     "apps",
+    "pushgateway",
     "prometheus",
     "alertmanager",
 )

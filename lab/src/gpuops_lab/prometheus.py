@@ -4,7 +4,8 @@ the lab (there is no systemd), on ``127.0.0.1:<free port>``.
 Its config and storage live in ``<lab dir>/prometheus`` (``prometheus.yml``, ``data/``);
 ``scrape_interval`` and ``evaluation_interval`` are 1 s. It scrapes itself and, when the
 ``apps`` component runs, the app stand-in's exporter with ``honor_labels`` (the series keep
-their ``namespace``, ``pod``, ``app``, ``track`` labels). Ready when ``/-/ready`` answers 200.
+their ``namespace``, ``pod``, ``app``, ``track`` labels), and, when the ``pushgateway``
+component runs, the Pushgateway (``honor_labels`` too). Ready when ``/-/ready`` answers 200.
 Its URL is the fact ``url``. Process name ``prometheus`` (pid with start time in
 ``<lab dir>/pids/prometheus.pid``; stopped only while provably the lab's, like every lab
 daemon).
@@ -44,19 +45,22 @@ def _dir(lab: Lab) -> Path:
     return lab.dir / "prometheus"
 
 
-def config(port: int, apps_port: int | None) -> dict[str, Any]:
-    """The Prometheus config: itself, and the app stand-in's exporter when it runs."""
+def config(port: int, apps_port: int | None, push_port: int | None = None) -> dict[str, Any]:
+    """The Prometheus config: itself, the app stand-in's exporter and the Pushgateway when
+    they run (both with ``honor_labels``: the series keep the labels they were exported or
+    pushed with)."""
     jobs: list[dict[str, Any]] = [
         {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
     ]
-    if apps_port is not None:
-        jobs.append(
-            {
-                "job_name": "lab-apps",
-                "honor_labels": True,
-                "static_configs": [{"targets": [f"127.0.0.1:{apps_port}"]}],
-            }
-        )
+    for name, target in (("lab-apps", apps_port), ("pushgateway", push_port)):
+        if target is not None:
+            jobs.append(
+                {
+                    "job_name": name,
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [f"127.0.0.1:{target}"]}],
+                }
+            )
     return {
         "global": {
             "scrape_interval": SCRAPE_INTERVAL,
@@ -95,8 +99,12 @@ def up(lab: Lab) -> dict[str, Any]:
     port = proc.free_port()
     apps = lab.facts("apps")
     apps_port = int(apps["port"]) if apps.get("port") else None
+    push = lab.facts("pushgateway")
+    push_port = int(push["port"]) if push.get("port") else None
     config_file = base / "prometheus.yml"
-    safefiles.write_atomic(config_file, yaml.safe_dump(config(port, apps_port), sort_keys=False))
+    safefiles.write_atomic(
+        config_file, yaml.safe_dump(config(port, apps_port, push_port), sort_keys=False)
+    )
     url = f"http://127.0.0.1:{port}"
     argv = [
         binary,
@@ -117,7 +125,7 @@ def up(lab: Lab) -> dict[str, Any]:
         log_file=log_file,
     )
     ready_s = round(time.monotonic() - started, 3)
-    jobs = len(config(port, apps_port)["scrape_configs"])
+    jobs = len(config(port, apps_port, push_port)["scrape_configs"])
     proc.wait_for(
         lambda: _scraping(url, jobs),
         "prometheus scraping its targets",
@@ -128,7 +136,10 @@ def up(lab: Lab) -> dict[str, Any]:
     )
     scraping_s = round(time.monotonic() - started, 3)
     log.info("prometheus ready on %s in %.2fs, scraping in %.2fs", url, ready_s, scraping_s)
-    scraped = "the app stand-in" if apps_port is not None else "itself only (no apps component)"
+    scraped = ", ".join(
+        [*(["the app stand-in"] if apps_port is not None else []),
+         *(["the Pushgateway"] if push_port is not None else [])]
+    ) or "itself only (no apps or pushgateway component)"  # fmt: skip
     return {
         "url": url,
         "port": port,
@@ -136,6 +147,7 @@ def up(lab: Lab) -> dict[str, Any]:
         "data": str(base / "data"),
         "scrape_interval": SCRAPE_INTERVAL,
         "apps_target": f"127.0.0.1:{apps_port}" if apps_port is not None else None,
+        "pushgateway_target": f"127.0.0.1:{push_port}" if push_port is not None else None,
         "ready_s": ready_s,
         "scraping_s": scraping_s,
         "summary": f"{url} (Prometheus, scrape every {SCRAPE_INTERVAL}: {scraped})",
@@ -156,5 +168,11 @@ def status(lab: Lab) -> dict[str, Any]:
     answering = bool(facts) and running and _ready(str(facts["url"]))
     apps = lab.facts("apps")
     target = f"127.0.0.1:{apps['port']}" if apps.get("port") else None
-    current = bool(facts) and facts.get("apps_target") == target
+    push = lab.facts("pushgateway")
+    push_target = f"127.0.0.1:{push['port']}" if push.get("port") else None
+    current = (
+        bool(facts)
+        and facts.get("apps_target") == target
+        and facts.get("pushgateway_target") == push_target
+    )
     return {"healthy": answering and current, "pid": pid if running else None}

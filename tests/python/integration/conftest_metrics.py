@@ -3,6 +3,9 @@
 
 * Prometheus: Debian's ``prometheus`` 2.42, started by the lab (``gpuops_lab.prometheus``),
   scraping every second; ``metrics_lab.prometheus_url`` is what a release config names.
+* The Pushgateway: Debian's ``prometheus-pushgateway`` 1.5, started by the lab
+  (``gpuops_lab.pushgateway``), scraped by that Prometheus with ``honor_labels``;
+  ``metrics_lab.pushgateway_url``.
 * The app stand-in (``gpuops_lab.appstandin``), a **lab stand-in for the containers** of
   pods labelled ``gpuops.io/lab-app`` (kwok runs none): on each such pod's IP, port 8080
   (reached through the API server's pod proxy) ``/healthz`` answers
@@ -66,6 +69,7 @@ class MetricsLab:
     kube: KubeLab
     prometheus_url: str
     exporter_url: str  # the stand-in's own /metrics (what Prometheus scrapes)
+    pushgateway_url: str  # the real Pushgateway (Debian 1.5) Prometheus scrapes
     startup_s: dict[str, float]  # per component, as Lab.up measured it
 
     @staticmethod
@@ -140,9 +144,9 @@ def metrics_lab(kube_lab: KubeLab) -> Iterator[MetricsLab]:
     lab = kube_lab.lab
     started = time.monotonic()
     try:
-        result = lab.up(["apps", "prometheus"])
+        result = lab.up(["apps", "pushgateway", "prometheus"])
     except BaseException:
-        lab.stop(["apps", "prometheus"])
+        lab.stop(["apps", "pushgateway", "prometheus"])
         raise
     timings = {k: float(v) for k, v in result["started_s"].items()}
     timings["total"] = round(time.monotonic() - started, 3)
@@ -151,7 +155,8 @@ def metrics_lab(kube_lab: KubeLab) -> Iterator[MetricsLab]:
             kube=kube_lab,
             prometheus_url=str(lab.facts("prometheus")["url"]),
             exporter_url=str(lab.facts("apps")["metrics"]),
+            pushgateway_url=str(lab.facts("pushgateway")["url"]),
             startup_s=timings,
         )
     finally:
-        lab.stop(["apps", "prometheus"])
+        lab.stop(["apps", "pushgateway", "prometheus"])

@@ -86,7 +86,13 @@ ENVIRONMENTS: dict[str, Env] = {
     "report node-update": Env(needs="fleet-files", exits=frozenset({0, 2})),
     "report node-history": Env(needs="fleet-files", exits=frozenset({0, 2})),
     # 3: the lab's faulty card is critical; 4: hosts not inspected (a mount it cannot read)
-    "nodes inspect": Env(needs="fleet", exits=frozenset({0, 2, 3, 4}), deadline_s=120),
+    # or a --pushgateway that does not answer; never --quarantine, which taints the faulty
+    # host (test_nodes_quarantine.py runs it)
+    "nodes inspect": Env(
+        needs="fleet", exits=frozenset({0, 2, 3, 4}), fixed={"quarantine": False}, deadline_s=120
+    ),
+    # closes breakers of a state that is not there: 0, nothing made
+    "nodes quarantine-reset": Env(exits=frozenset({0, 2})),
     "nodes label": Env(
         needs="fleet", exits=frozenset({0, 2, 4}), fixed={"dry_run": True}, deadline_s=120
     ),

@@ -24,6 +24,11 @@ PARAMETERS = "hudson.model.ParametersDefinitionProperty"
 NO_CONCURRENT = "org.jenkinsci.plugins.workflow.job.properties.DisableConcurrentBuildsJobProperty"
 CHOICE = "hudson.model.ChoiceParameterDefinition"
 TRIGGERS = "org.jenkinsci.plugins.workflow.job.properties.PipelineTriggersJobProperty"
+#: The scheduled inspection job's kind: its timer trigger is one gpuops owns.
+INSPECT = "inspect"
+#: The kinds started by their own timer (the agent clean job, the inspection jobs): the timer
+#: trigger is an owned property, compared and replaced like the parameters.
+SCHEDULED = ("clean", INSPECT)
 #: Shown in a diff instead of an authToken's value (a secret).
 HIDDEN = "(set, value not shown)"
 
@@ -33,7 +38,9 @@ OWNED = {
     "description": "the job's description",
     f"properties/{PARAMETERS}": "the parameters: names, kinds, descriptions, defaults, choices "
     "in order (the rollback choices are the release history)",
-    f"properties/{NO_CONCURRENT}": "release and rollback jobs only: one release at a time",
+    f"properties/{NO_CONCURRENT}": "release, rollback and inspect jobs: one run at a time",
+    f"properties/{TRIGGERS} (inspect jobs)": "the inspection's timer trigger (its cron spec, "
+    "jenkins.inspect_schedule)",
     "definition": "its class (Pipeline from SCM); scm: its class, userRemoteConfigs (URL, "
     "credentials id), branches; scriptPath; lightweight",
     "authToken": "must be absent: a remote trigger token starts a build with no user cause, "
@@ -90,9 +97,11 @@ def _parse(config_xml: str, what: str) -> ET.Element:
 
 
 def _owned_properties(kind: str) -> tuple[str, ...]:
-    if kind == "clean":  # scheduled: its timer is ours
+    if kind == "build":
+        return (PARAMETERS,)
+    if kind in SCHEDULED:  # its timer trigger is gpuops': compared and replaced
         return (PARAMETERS, NO_CONCURRENT, TRIGGERS)
-    return (PARAMETERS,) if kind == "build" else (PARAMETERS, NO_CONCURRENT)
+    return (PARAMETERS, NO_CONCURRENT)
 
 
 def _default_field(parent: ET.Element, child: ET.Element) -> bool:
@@ -176,10 +185,10 @@ def _gate(root: ET.Element, out: ET.Element, kind: str) -> None:
     disabled = (root.findtext("disabled") or "false").strip()
     if disabled != "false":
         ET.SubElement(out, "disabled").text = disabled
-    if kind in ("build", "clean"):  # the clean job's timer is an owned property
+    if kind == "build":
         return
     props = root.find("properties")
-    for p in props.findall(TRIGGERS) if props is not None else []:
+    for p in props.findall(TRIGGERS) if props is not None and kind not in SCHEDULED else []:
         if _has_triggers(p):
             out.append(_tidy(p))
     legacy = root.find("triggers")
@@ -245,10 +254,10 @@ def _reset_gate(root: ET.Element, kind: str) -> None:
         root.remove(token)
     for disabled in root.findall("disabled"):
         disabled.text = "false"
-    if kind in ("build", "clean"):
+    if kind == "build":
         return
     props = root.find("properties")
-    for p in props.findall(TRIGGERS) if props is not None else []:
+    for p in props.findall(TRIGGERS) if props is not None and kind not in SCHEDULED else []:
         props.remove(p)  # type: ignore[union-attr]
     legacy = root.find("triggers")
     if legacy is not None:

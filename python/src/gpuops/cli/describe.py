@@ -37,6 +37,7 @@ RESULTS: dict[str, str] = {
     "jenkins apply": "gpuops.usecases.jenkinsjobs:ApplyResult",
     "nodes inspect": "gpuops.usecases.nodes.inspect:InspectResult",
     "nodes label": "gpuops.usecases.nodes.label:LabelResult",
+    "nodes quarantine-reset": "gpuops.usecases.nodes.quarantine:ResetResult",
     "nodes history": "gpuops.usecases.nodes.history:NodeHistory",
     "nodes rollback": "gpuops.usecases.nodes.records:Rollout",
     "nodes update": "gpuops.usecases.nodes.records:Rollout",

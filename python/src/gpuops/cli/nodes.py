@@ -22,6 +22,7 @@ from gpuops.cli.common import (
     registry_options,
     report_dir_option,
     report_line,
+    server_url,
 )
 from gpuops.cli.options import renamed
 from gpuops.cli.types import Choice, Integer, Text
@@ -75,6 +76,12 @@ def _duration(value: str) -> str:
 
     parse_duration(value)
     return value.strip()
+
+
+def _namespace(value: str) -> str:
+    from gpuops.core.kubeinput import dns_label  # noqa: PLC0415
+
+    return dns_label(value, "namespace")
 
 
 def _mount(value: str) -> str:
@@ -425,6 +432,53 @@ def update(
     help="JSON file remembering alerted incidents: each is alerted once.",
 )
 @known_hosts_option
+@click.option(
+    "--quarantine",
+    is_flag=True,
+    help="Taint each node with a critical finding gpuops.io/gpu-unhealthy (setter quarantine) "
+    "and release it after --release-after healthy inspections; state in the cluster.",
+)
+@click.option(
+    "--drain",
+    is_flag=True,
+    help="With --quarantine: also cordon and drain a node quarantined now, taking its share "
+    "of the disruption budget (--budget-max-unavailable) while it drains.",
+)
+@click.option(
+    "--quarantine-max-percent",
+    default=10,
+    show_default=True,
+    type=Integer(min=1, max=100),
+    help="Circuit breaker: at most this share of a class (inventory group; at least one node) "
+    "quarantined at once; more opens the class's breaker until quarantine-reset.",
+)
+@click.option(
+    "--release-after",
+    default=3,
+    show_default=True,
+    type=Integer(min=1, max=1000),
+    help="Healthy inspections in a row that release a quarantined node.",
+)
+@click.option(
+    "--quarantine-namespace",
+    default="gpuops-system",
+    show_default=True,
+    type=Text("namespace", _namespace),
+    help="Namespace of the quarantine state ConfigMap (gpuops-quarantine).",
+)
+@cluster_options
+@budget_options
+@click.option(
+    "--metrics-file",
+    type=Text("path"),
+    help="Write the findings as Prometheus metrics (a .prom file for node_exporter's "
+    "textfile collector).",
+)
+@click.option(
+    "--pushgateway",
+    type=Text("url", server_url),
+    help="Push the same metrics to this Prometheus Pushgateway (base URL).",
+)
 def inspect(
     inventory: str,
     limit: str | None,
@@ -437,15 +491,34 @@ def inspect(
     link: str | None,
     alert_state: str | None,
     known_hosts: str | None,
+    quarantine: bool,
+    drain: bool,
+    quarantine_max_percent: int,
+    release_after: int,
+    quarantine_namespace: str,
+    cluster: Any,
+    budget: Any,
+    metrics_file: str | None,
+    pushgateway: str | None,
 ) -> Shown:
     # S-16
     """Health of every GPU node: per GPU and per host, thresholds per group.
 
     Exit 3 when a critical threshold is crossed (each new incident alerted to the webhook
-    once), 4 when hosts could not be inspected, 0 otherwise."""
+    once) or a quarantine circuit breaker holds a critical node back, 4 when hosts could not
+    be inspected (or the Pushgateway did not answer), 0 otherwise."""
     from gpuops.render.nodes import inspect_text  # noqa: PLC0415
     from gpuops.usecases.nodes import inspect as usecase  # noqa: PLC0415
+    from gpuops.usecases.nodes.quarantine import QuarantinePolicy  # noqa: PLC0415
 
+    if drain and not quarantine:
+        raise InvalidInput("--drain drains quarantined nodes: it needs --quarantine")
+    if drain and budget is None:
+        raise InvalidInput(
+            "--drain takes each drained node from the cluster's disruption budget: it needs "
+            "--budget-max-unavailable",
+            hint="e.g. --budget-max-unavailable 10% (the limit every gpuops run shares)",
+        )
     outcome = usecase.inspect(
         usecase.InspectRequest(
             inventory=inventory,
@@ -459,6 +532,18 @@ def inspect(
             link=link,
             alert_state=alert_state,
             known_hosts=known_hosts,
+            quarantine=QuarantinePolicy(
+                share_pct=float(quarantine_max_percent),
+                release_after=release_after,
+                namespace=quarantine_namespace,
+                drain=drain,
+                budget=budget,
+            )
+            if quarantine
+            else None,
+            cluster=cluster,
+            metrics_file=metrics_file,
+            pushgateway=pushgateway,
         )
     )
     text = inspect_text(outcome.to_dict())
@@ -520,6 +605,34 @@ def label(
 
 
 # -- the node change history (gpuops.usecases.nodes.history) ----------------------------
+
+
+@nodes.command("quarantine-reset")
+@click.option(
+    "--class",
+    "classes",
+    multiple=True,
+    type=Text("name", _pattern),
+    help="Class (inventory group) whose quarantine circuit breaker is closed; repeat; "
+    "none: every open breaker.",
+)
+@click.option(
+    "--quarantine-namespace",
+    default="gpuops-system",
+    show_default=True,
+    type=Text("namespace", _namespace),
+    help="Namespace of the quarantine state ConfigMap (gpuops-quarantine).",
+)
+@cluster_options
+def quarantine_reset(classes: tuple[str, ...], quarantine_namespace: str, cluster: Any) -> Shown:
+    """Close open quarantine circuit breakers (after a person looked at the class).
+
+    Nodes already quarantined stay so until healthy inspections release them."""
+    from gpuops.render.nodes import quarantine_reset_text  # noqa: PLC0415
+    from gpuops.usecases.nodes import quarantine as usecase  # noqa: PLC0415
+
+    outcome = usecase.reset(usecase.ResetRequest(tuple(classes), quarantine_namespace, cluster))
+    return show(outcome, quarantine_reset_text(outcome.to_dict()))
 
 
 @nodes.command()

@@ -13,7 +13,10 @@ the same Jenkinsfile, told apart by their ``APP_JOB`` parameter:
   ``ROLLBACK_REASON`` and ``WITH_NODES`` (a boolean, off: the nodes go back to the release's
   node change record first, S-24);
 * ``<name>-clean-agents``: scheduled (``CLEAN_SCHEDULE``, a Jenkins timer), runs
-  ``gpuops image clean`` on a build agent (issue 22): what gpuops' builds left on its daemon.
+  ``gpuops image clean`` on a build agent (issue 22): what gpuops' builds left on its daemon;
+* ``<name>-inspect-<environment>``, one per environment when ``jenkins.inspect_schedule`` (a
+  Jenkins cron spec) is set: the scheduled GPU node inspection with quarantine and metrics
+  (``APP_ENV`` its environment), started by a timer trigger, the only jobs with a trigger.
 
 Jenkins offers a choice's first choice as its default, so no default deploys to production:
 APP_ENV always starts with ``(choose)`` (the Jenkinsfile's stage Job refuses it), and a
@@ -37,7 +40,11 @@ from gpuops.core.values import key_shown, shown
 from gpuops.errors import InvalidInput
 
 _JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_KEYS = ("folder", "name", "repository", "branch", "credentials", "jenkinsfile")
+_KEYS = ("folder", "name", "repository", "branch", "credentials", "jenkinsfile", "inspect_schedule")
+#: A Jenkins cron spec: five fields of digits, H, *, ranges, steps, lists (``H/30 * * * *``)
+#: or one of Jenkins' aliases.
+_CRON_FIELD = re.compile(r"^(H|\*|[0-9]+)(\([0-9]+-[0-9]+\))?(-[0-9]+)?(/[0-9]+)?(,.+)?$")
+_CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,9 @@ class JobsConfig:
     credentials: str | None = None
     jenkinsfile: str = "Jenkinsfile"
     folder: str | None = None
+    #: cron spec of the scheduled inspection jobs (``<name>-inspect-<environment>``); None:
+    #: no inspection jobs
+    inspect_schedule: str | None = None
 
     def path(self, job: str) -> str:
         return f"{self.folder}/{job}" if self.folder else job
@@ -65,12 +75,13 @@ class Parameter:
 @dataclass(frozen=True)
 class Job:
     path: str  # folder/name
-    kind: str  # build | release | rollback | clean
+    kind: str  # build | release | rollback | clean | inspect
     description: str
     parameters: tuple[Parameter, ...] = ()
     environment: str | None = None
     notes: tuple[str, ...] = field(default=())
-    schedule: str | None = None  # a Jenkins timer (cron) spec: the job runs on its own
+    #: a Jenkins timer (cron) spec: the job runs on its own (clean, inspect)
+    schedule: str | None = None
 
 
 #: When the agent clean job runs: daily, at a minute of 03:00-03:59 Jenkins spreads by job name
@@ -125,7 +136,15 @@ def parse(doc: Any, source: str) -> JobsConfig:
             "written into the job's configuration; give the Jenkins credentials id in "
             "jenkins.credentials instead",
         )
+    schedule = values.get("inspect_schedule")
+    if schedule is not None and not valid_cron(schedule):
+        raise fail(
+            "inspect_schedule",
+            f"{shown(schedule)} is not a Jenkins cron spec (five fields, e.g. 'H/30 * * * *', "
+            "or @hourly, @daily...)",
+        )
     return JobsConfig(
+        inspect_schedule=schedule,
         name=values["name"],
         repository=values["repository"],
         branch=values.get("branch", "main"),
@@ -133,6 +152,15 @@ def parse(doc: Any, source: str) -> JobsConfig:
         jenkinsfile=values.get("jenkinsfile", "Jenkinsfile"),
         folder=folder,
     )
+
+
+def valid_cron(spec: str) -> bool:
+    """A Jenkins timer spec of one line: five fields or an alias (Jenkins checks the rest)."""
+    text = spec.strip()
+    if text in _CRON_ALIASES:
+        return True
+    fields = text.split()
+    return len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields)
 
 
 #: APP_NODE_CHANGE's choices: none, then ``gpuops nodes update --change``'s.
@@ -258,4 +286,20 @@ def jobs(
                 environment=env,
             )
         )
+    if config.inspect_schedule:
+        for env in envs:
+            out.append(
+                Job(
+                    config.path(f"{config.name}-inspect-{env}"),
+                    "inspect",
+                    f"Inspect the GPU nodes of {env} on a schedule ({config.inspect_schedule}): "
+                    "health, quarantine of critical nodes, metrics (gpu-ops).",
+                    (
+                        _kind("inspect"),
+                        Parameter("choice", "APP_ENV", "The environment inspected.", (env,)),
+                    ),
+                    environment=env,
+                    schedule=config.inspect_schedule,
+                )
+            )
     return out

@@ -107,7 +107,44 @@ def inspect_text(doc: dict[str, Any]) -> str:
         out += "\n\nfindings:\n" + "\n".join(findings)
     if alerts:
         out += "\n\nalerts:\n" + "\n".join(alerts)
+    if doc.get("quarantine"):
+        out += "\n\n" + quarantine_text(doc["quarantine"])
+    m = doc.get("metrics") or {}
+    if m:
+        out += "\n\nmetrics: " + ", ".join(f"{k} {v}" for k, v in m.items())
     return out
+
+
+def quarantine_text(q: dict[str, Any]) -> str:
+    lines = [
+        f"quarantine (state {q['configmap']}; release after {q['release_after']} healthy "
+        f"inspections; at most {q['share_pct']:g}% of a class):",
+        f"  quarantined: {', '.join(q['quarantined']) or '-'}"
+        + (f" (new: {', '.join(q['newly'])})" if q["newly"] else ""),
+    ]
+    if q["released"]:
+        lines.append(f"  released: {', '.join(q['released'])}")
+    if q["drained"]:
+        lines.append(f"  drained: {', '.join(q['drained'])}")
+    for host, why in q.get("not_drained", {}).items():
+        lines.append(f"  not drained: {host}: {why}")
+    for c, b in q["breakers_open"].items():
+        lines.append(
+            f"  BREAKER OPEN for class {c} since {b['since']}: {b['reason']} "
+            f"(reset: gpuops nodes quarantine-reset --class {c})"
+        )
+    for host, why in q["held"].items():
+        lines.append(f"  not quarantined: {host}: {why}")
+    return "\n".join(lines)
+
+
+def quarantine_reset_text(doc: dict[str, Any]) -> str:
+    closed = ", ".join(doc["closed"]) or "none (no named breaker was open)"
+    return (
+        f"quarantine state {doc['configmap']}: breakers closed: {closed}; still open: "
+        f"{', '.join(doc['still_open']) or '-'}; quarantined nodes (released by healthy "
+        f"inspections): {', '.join(doc['quarantined']) or '-'}"
+    )
 
 
 def label_text(doc: dict[str, Any]) -> str:

@@ -111,6 +111,23 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void quarantineGetsTheKubeconfigAsAFileAndItsOptionsThroughTheParamsFile() {
+        credentialStore.kube = [content: 'apiVersion: v1\nusers: [{user: {token: kube-secret-token}}]']
+        cliSucceeds(WORDS, HEALTHY)
+
+        runStep('inspectGpuNodes', [inventory: 'inv', kubeconfigCredentialsId: 'kube', quarantine: true,
+                                    releaseAfter: 2, pushgateway: 'http://pushgateway.example.invalid:9091'])
+
+        Map call = commandCalls().first()
+        assertEquals([['KUBECONFIG']], boundVariables)
+        assertEquals([inventory: 'inv', quarantine: true, release_after: 2,
+                      report_dir: 'gpuops-artifacts/inspectGpuNodes-local',
+                      pushgateway: 'http://pushgateway.example.invalid:9091'], paramsOfLastCall())
+        assertTrue(files.get(call.env.KUBECONFIG).contains('kube-secret-token'))
+        assertNoCallCarries('kube-secret-token')
+    }
+
+    @Test
     void theKeyAndTheWebhookReachTheCliOnlyAsEnvironment() {
         String webhook = 'https://hooks.example.invalid/T000/B000/XXXXsecretXXXX'
         credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']

@@ -79,6 +79,28 @@ class JenkinsfileStagesTest extends RecordedJenkinsfileTest {
         assertNotNull('the clean stage takes an agent: its own timeout', timeoutMinutes(stage('Clean agents')))
     }
 
+    @Test
+    void theScheduledInspectionQuarantinesWithTheEnvironmentsKubeconfigAndRunsNothingElse() {
+        env.GPUOPS_PUSHGATEWAY_URL = 'http://pushgateway.example.invalid:9091'
+        answer(['nodes', 'inspect']) { Map params ->
+            [exit: 3, error: [message: 'critical findings on 1 host(s): gpu-h800-02 (quarantined: gpu-h800-02)',
+                              category: 'gate-refused'],
+             result: [status: 'critical', critical_hosts: ['gpu-h800-02']]]
+        }
+        Map built = build(APP_JOB: 'inspect', APP_ENV: 'production')
+
+        assertEquals(built.error, 'UNSTABLE', built.result)  // a critical node: unstable, not red
+        assertEquals(['nodes inspect'], calls*.command)
+        Map params = calls[0].params
+        assertEquals('deploy/inventory/production', params.inventory)
+        assertEquals(true, params.quarantine)
+        assertEquals('http://pushgateway.example.invalid:9091', params.pushgateway)
+        assertTrue('the SSH key is bound', calls[0].ssh)
+        assertEquals([stage: 'Job', status: 'skipped (when)'], shim.stageLog[0])
+        assertEquals(['skipped (when)'], shim.stageLog.findAll { it.stage == 'Release' }*.status)
+        assertNotNull('its own timeout', timeoutMinutes(stage('Inspect GPU nodes')))
+    }
+
     // ---- timeouts -------------------------------------------------------------------------
 
     @Test
@@ -86,7 +108,7 @@ class JenkinsfileStagesTest extends RecordedJenkinsfileTest {
         release(APP_ENV: 'staging')
         assertFalse('a pipeline-wide timeout cuts the longest wait of any stage',
             shim.pipeline.options.any { it.timeout })
-        ['Build', 'Update GPU nodes', 'GPU headroom'].each { String name ->
+        ['Build', 'Update GPU nodes', 'GPU headroom', 'Inspect GPU nodes'].each { String name ->
             assertNotNull("stage ${name} takes an agent: its own timeout", timeoutMinutes(stage(name)))
         }
         // their waits are bounded by the steps themselves, from gpuops-release.yaml

@@ -15,18 +15,24 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 from gpuops import fsio
 from gpuops.adapters import hostkeys, webhook
-from gpuops.core import gpuhealth, inventory
+from gpuops.adapters.kube import KubeClient
+from gpuops.core import gpuhealth, healthmetrics, inventory, nodelabels
 from gpuops.core.gpuhealth import CRITICAL, UNREACHABLE, HostHealth
 from gpuops.core.inventory import DEFAULT_PATTERN
 from gpuops.core.junit import Case, junit_xml
+from gpuops.core.urls import parse_http
 from gpuops.core.values import shown
 from gpuops.errors import GateRefused, GpuOpsError, InvalidInput, Unreachable
-from gpuops.usecases.nodes import common
+from gpuops.usecases.cluster import Cluster
+from gpuops.usecases.nodes import common, quarantine
+from gpuops.usecases.nodes.quarantine import QuarantineDocument, QuarantinePolicy, QuarantineReport
 from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.reportdoc import ReportDocument
 
 #: The alert state is one fingerprint per open incident: small.
 MAX_STATE_BYTES = 8 << 20
+#: the Pushgateway job the inspection's metrics are pushed as
+PUSH_JOB = "gpuops_nodes_inspect"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,11 @@ class InspectRequest:
     link: str | None = None
     alert_state: str | None = None
     known_hosts: str | None = None  # None: the inventory's known_hosts, else ssh's own
+    #: --quarantine: taint critical nodes, release healthy ones (needs ``cluster``)
+    quarantine: QuarantinePolicy | None = None
+    cluster: Cluster | None = None
+    metrics_file: str | None = None  # node_exporter textfile collector file
+    pushgateway: str | None = None  # a Pushgateway's base URL
 
 
 #: A host's health as the inspection found it.
@@ -95,6 +106,14 @@ class InspectSummaryDocument(TypedDict):
     unreachable: int
 
 
+class MetricsDocument(TypedDict, total=False):
+    """Where ``--metrics-file`` / ``--pushgateway`` put the inspection's metrics."""
+
+    file: str  # the textfile written
+    pushgateway: str  # the group URL pushed to (without user:password)
+    pushgateway_error: str  # why the push failed (the run's verdict says it too)
+
+
 class InspectDocument(TypedDict):
     """The ``result`` of ``gpuops nodes inspect`` (and ``inspect.json``)."""
 
@@ -112,6 +131,8 @@ class InspectDocument(TypedDict):
     timings_s: dict[str, float]  # phase -> seconds
     reports: dict[str, str]  # with --report-dir: json, junit -> file
     report: NotRequired[ReportDocument]  # with --report-dir: the fleet health page
+    quarantine: NotRequired[QuarantineDocument]  # with --quarantine
+    metrics: MetricsDocument  # where the metrics went (file, pushgateway); empty: nowhere
 
 
 @dataclass
@@ -143,6 +164,8 @@ class InspectResult:
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the fleet health page beside the reports: written (its files) or why not; None: none
     report: ReportDocument | None = None
+    quarantine: QuarantineReport | None = None
+    metrics: MetricsDocument = field(default_factory=MetricsDocument)
 
     def count(self, status: str) -> int:
         return sum(1 for h in self.hosts if h.status == status)
@@ -173,9 +196,12 @@ class InspectResult:
             "thresholds": dict(self.thresholds),
             "timings_s": dict(self.timings_s),
             "reports": dict(self.reports),
+            "metrics": self.metrics.copy(),
         }
         if self.report is not None:
             doc["report"] = self.report.copy()
+        if self.quarantine is not None:
+            doc["quarantine"] = self.quarantine.to_dict()
         return doc
 
 
@@ -193,6 +219,24 @@ def inspect(request: InspectRequest) -> Outcome[InspectResult]:
     )
     inv = common.load(request.inventory, request.limit, request.pattern)
     thresholds = inventory.check_thresholds(inv)
+    _check_outputs(request)
+    kube = _quarantine_cluster(request)  # its namespace checked before anything is inspected
+    try:
+        return _inspect(request, started, keys, folder, inv, thresholds, kube)
+    finally:
+        if kube is not None:
+            kube.close()
+
+
+def _inspect(
+    request: InspectRequest,
+    started: float,
+    keys: hostkeys.HostKeys,
+    folder: fsio.OutDir | None,
+    inv: inventory.Inventory,
+    thresholds: dict[str, gpuhealth.Thresholds],
+    kube: KubeClient | None,
+) -> Outcome[InspectResult]:
     state = _load_state(request.alert_state)
     loaded = time.monotonic()
     health, _ = common.inspect_hosts(
@@ -213,14 +257,19 @@ def inspect(request: InspectRequest) -> Outcome[InspectResult]:
     )
     for h in inv.hosts:
         result.thresholds.setdefault(h.group, asdict(thresholds[h.name]))
+    if request.quarantine is not None and kube is not None:
+        result.quarantine = _quarantine(kube, request.quarantine, inv, result)
+    quarantined = time.monotonic()
     result.alerts = _alert(result, request, state)
     if request.alert_state:
         _save_state(request.alert_state, result)
     result.timings_s = {
         "inventory": round(loaded - started, 3),
         "inspect": round(inspected - loaded, 3),
+        **({"quarantine": round(quarantined - inspected, 3)} if result.quarantine else {}),
         "total": round(time.monotonic() - started, 3),
     }
+    push_error = _metrics(request, result)
     if folder is not None:
         result.reports = {
             "json": str(folder.file("inspect.json")),
@@ -233,14 +282,109 @@ def inspect(request: InspectRequest) -> Outcome[InspectResult]:
         page = reports.write_beside("fleet", folder.path, lambda: doc)
         result.report = page.to_dict()
         files = {**result.reports, **page.files}
-    return Outcome(result, _verdict(result), files=files)
+    if request.metrics_file:
+        files["metrics"] = request.metrics_file
+    return Outcome(result, _verdict(result) or push_error, files=files)
+
+
+def _check_outputs(request: InspectRequest) -> None:
+    """The metrics file's folder and the Pushgateway URL, before anything is inspected."""
+    if request.metrics_file:
+        folder = Path(request.metrics_file).parent
+        if not folder.is_dir() or not Path(request.metrics_file).name:
+            raise InvalidInput(
+                f"metrics file {shown(request.metrics_file)}: its folder does not exist",
+                hint="node_exporter's --collector.textfile.directory, e.g. "
+                "/var/lib/prometheus/node-exporter",
+                field="metrics_file",
+            )
+        if not request.metrics_file.endswith(".prom"):
+            raise InvalidInput(
+                f"metrics file {shown(request.metrics_file)} does not end in .prom: "
+                "node_exporter's textfile collector reads only *.prom files",
+                field="metrics_file",
+            )
+    if request.pushgateway:
+        parse_http(request.pushgateway, "pushgateway", userinfo=True)
+
+
+def _quarantine_cluster(request: InspectRequest) -> KubeClient | None:
+    """With --quarantine: the cluster, its state namespace checked (exit 2 when missing)."""
+    if request.quarantine is None:
+        return None
+    kube = (request.cluster or Cluster()).connect()
+    try:
+        kube.ensure_namespace(request.quarantine.namespace)
+    except BaseException:
+        kube.close()
+        raise
+    return kube
+
+
+def _quarantine(
+    kube: KubeClient,
+    policy: QuarantinePolicy,
+    inv: inventory.Inventory,
+    result: InspectResult,
+) -> QuarantineReport:
+    statuses = {
+        h.host: (h.status, nodelabels.unhealthy_reason(h) if h.status == CRITICAL else "")
+        for h in result.hosts
+    }
+    return quarantine.apply(kube, inv, statuses, policy, common.say)
+
+
+def _metrics(request: InspectRequest, result: InspectResult) -> GpuOpsError | None:
+    """The metrics file (through the writer: replaced by a rename, as the textfile collector
+    wants) and the push; a push that fails is returned (the run's problem), not raised."""
+    if not (request.metrics_file or request.pushgateway):
+        return None
+    doc = result.to_dict()
+    now = time.time()
+    if request.metrics_file:
+        text = healthmetrics.exposition(doc, now=now, extra={"environment": result.environment})
+        fsio.write_file(request.metrics_file, text, option="metrics_file")
+        result.metrics["file"] = request.metrics_file
+    if request.pushgateway:
+        from gpuops.adapters import pushgateway  # noqa: PLC0415
+
+        grouping = {"environment": result.environment, "scope": request.limit or "all"}
+        try:
+            pushed = pushgateway.push(
+                request.pushgateway,
+                PUSH_JOB,
+                grouping,
+                healthmetrics.exposition(doc, now=now),
+            )
+        except GpuOpsError as exc:
+            result.metrics["pushgateway_error"] = exc.message
+            common.say(f"[gpuops] metrics not pushed: {exc.message}")
+            return exc
+        result.metrics["pushgateway"] = pushgateway.group_url(pushed.url, PUSH_JOB, grouping)
+    return None
 
 
 def _verdict(result: InspectResult) -> GpuOpsError | None:
-    """Critical findings: a refused gate; else hosts not inspected: unreachable."""
-    if result.critical:
+    """Critical findings: a refused gate; else hosts not inspected: unreachable. An open
+    quarantine breaker is said first (it needs a person)."""
+    q = result.quarantine.to_dict() if result.quarantine is not None else None
+    if q is not None and q["breakers_open"]:  # open until a person resets it: never green
+        held = (
+            f"{len(q['held'])} critical host(s) not quarantined: {', '.join(q['held'])}"
+            if q["held"]
+            else "automatic quarantine is off for it"
+        )
         return GateRefused(
-            f"critical findings on {len(result.critical)} host(s): {', '.join(result.critical)}",
+            f"quarantine circuit breaker open for class(es) {', '.join(q['breakers_open'])}: "
+            + held,
+            hint="find what the class's hosts have in common (driver, rack, monitoring); then "
+            "gpuops nodes quarantine-reset --class CLASS",
+        )
+    if result.critical:
+        quarantined = f" (quarantined: {', '.join(q['quarantined'])})" if q else ""
+        return GateRefused(
+            f"critical findings on {len(result.critical)} host(s): {', '.join(result.critical)}"
+            + quarantined,
             hint="drain and repair them (see the findings); their Xid actions say what helps",
         )
     if result.unreachable:
@@ -283,6 +427,31 @@ def _alert(outcome: InspectResult, request: InspectRequest, state: dict[str, Any
         }
         delivery = webhook.post(request.webhook_url_env, payload)
         alerts.append(Alert(h.host, fp, delivery.status, delivery.detail))
+    if outcome.quarantine is not None:
+        alerts += _breaker_alerts(outcome, outcome.quarantine, request)
+    return alerts
+
+
+def _breaker_alerts(
+    outcome: InspectResult, report: QuarantineReport, request: InspectRequest
+) -> list[Alert]:
+    """The breaker alerts instead of quarantining: one message per class when it opens."""
+    alerts = []
+    for klass in report.plan.tripped:
+        breaker = report.plan.state.breakers[klass]
+        fp = hashlib.sha256(f"breaker|{klass}|{breaker.since}".encode()).hexdigest()[:16]
+        payload = {
+            "event": "gpu-quarantine-breaker",
+            "text": f"gpuops nodes inspect: quarantine circuit breaker of class {klass} opened: "
+            f"{breaker.reason}; nodes not quarantined: {', '.join(breaker.nodes)}",
+            "class": klass,
+            "nodes": list(breaker.nodes),
+            "environment": outcome.environment,
+            "fingerprint": fp,
+            "link": request.link or "",
+        }
+        delivery = webhook.post(request.webhook_url_env, payload)
+        alerts.append(Alert(f"class:{klass}", fp, delivery.status, delivery.detail))
     return alerts
 
 
