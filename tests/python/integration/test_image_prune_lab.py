@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from integration.conftest_kube import KubeLab
-from integration.prunelab import OwnRegistry, random_layer
 from integration.releaselab import (
     deployment,
     environment,
@@ -45,6 +44,7 @@ from gpuops.usecases.releases.registry import registry_for
 from gpuops.usecases.releases.store import HistoryStore
 from gpuops.usecases.retention import gc as gc_usecase
 from gpuops.usecases.retention import prune as prune_usecase
+from gpuops_lab.ownregistry import OwnRegistry, random_layer
 
 pytestmark = pytest.mark.timeout(300)
 REPO = "ai/prune-infer"

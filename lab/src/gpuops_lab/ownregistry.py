@@ -1,6 +1,7 @@
-"""Helpers for the prune tests and bench: a registry of their own (the lab's Debian
-``docker-registry``, distribution 2.8, on loopback; restarted with deletes off or read-only as
-a test needs) and images pushed by manifest through the distribution API (tiny configs and
+"""A registry of its own for the prune test and bench: the lab's Debian ``docker-registry``
+(distribution 2.8) on loopback in a directory of the caller's, restarted with deletes off or
+read-only as a test needs (the lab's shared registry keeps deletes on and is never restarted
+read-only), and images pushed by manifest through the distribution API (tiny configs and
 layers, no image builds)."""
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ class OwnRegistry:
     def config(self) -> Path:
         return self.base / "config.yml"
 
-    def start(self, *, deletes: bool = True, readonly: bool = False) -> None:
+    def start(
+        self, *, deletes: bool = True, readonly: bool = False, accesslog: bool = False
+    ) -> None:
         self.stop()
         self.data.mkdir(parents=True, exist_ok=True)
         storage: dict[str, Any] = {
@@ -61,7 +64,7 @@ class OwnRegistry:
             storage["maintenance"] = {"readonly": {"enabled": True}}
         doc = {
             "version": 0.1,
-            "log": {"level": "warn", "accesslog": {"disabled": True}},
+            "log": {"level": "warn", "accesslog": {"disabled": not accesslog}},
             "storage": storage,
             "http": {"addr": self.url},
         }
@@ -108,7 +111,7 @@ class OwnRegistry:
     def blob(self, repo: str, data: bytes) -> dict[str, Any]:
         d = digest(data)
         status, headers, _ = self.request("POST", f"/v2/{repo}/blobs/uploads/")
-        assert status == 202, status
+        _expect(status, 202, "blob upload")
         location = headers["Location"]
         path = location.split(self.url, 1)[-1]
         sep = "&" if "?" in path else "?"
@@ -121,7 +124,7 @@ class OwnRegistry:
                 "Content-Length": str(len(data)),
             },
         )
-        assert status == 201, (status, body)
+        _expect(status, 201, "blob put", body)
         return {"digest": d, "size": len(data)}
 
     def manifest(self, repo: str, ref: str, doc: dict[str, Any], media_type: str) -> str:
@@ -129,7 +132,7 @@ class OwnRegistry:
         status, _, text = self.request(
             "PUT", f"/v2/{repo}/manifests/{ref}", body, {"Content-Type": media_type}
         )
-        assert status == 201, (status, text)
+        _expect(status, 201, "manifest put", text)
         return digest(body)
 
     def image(
@@ -176,7 +179,7 @@ class OwnRegistry:
             status, _, body = self.request(
                 "GET", f"/v2/{repo}/manifests/{child}", headers={"Accept": OCI_MANIFEST}
             )
-            assert status == 200, status
+            _expect(status, 200, "manifest get")
             manifests.append(
                 {
                     "mediaType": OCI_MANIFEST,
@@ -214,3 +217,8 @@ class OwnRegistry:
 
 def random_layer(size: int = 4096) -> bytes:
     return os.urandom(size)
+
+
+def _expect(status: int, want: int, what: str, body: bytes = b"") -> None:
+    if status != want:
+        raise RuntimeError(f"{what}: HTTP {status} {body[:200]!r}")
