@@ -293,3 +293,15 @@ def _history(
                 image=f"{repository}:{tag}@{digest}",
             )
         )
+
+
+def test_gc_of_a_stopped_registry_that_stores_nothing_frees_nothing(tmp_path: Path) -> None:
+    """docker-registry garbage-collect fails on a storage root without repositories (seen
+    with distribution 2.8): an empty, stopped registry is nothing to collect, not a failure."""
+    reg = OwnRegistry(tmp_path / "registry")
+    reg.start(deletes=True)
+    reg.stop()  # stopped: gc may run; its storage holds no repository yet
+    outcome = gc_usecase.collect(gc_usecase.GcRequest(str(reg.config)))
+    assert outcome.ok, outcome.problem
+    doc = outcome.to_dict()
+    assert doc["registry"] == "stopped" and not doc["collected"] and doc["bytes_freed"] == 0

@@ -66,6 +66,12 @@ def read_config(path: str) -> RegistryStorage:
     )
 
 
+def stores_repositories(root: str) -> bool:
+    """Whether the storage holds any repository (garbage-collect fails on one that does not:
+    "Path not found: /docker/registry/v2/repositories", distribution 2.8)."""
+    return Path(root, "docker", "registry", "v2", "repositories").is_dir()
+
+
 def disk_bytes(root: str) -> int:
     """Bytes the files under ``root`` hold on disk (allocated blocks, as ``du`` counts)."""
     total = 0

@@ -145,6 +145,10 @@ def collect(request: GcRequest, connect: prune_usecase.Connect | None = None) ->
                 ),
             )
     result.bytes_before = registrygc.disk_bytes(storage.root)
+    if not registrygc.stores_repositories(storage.root):  # nothing stored: nothing to collect
+        result.bytes_after = result.bytes_before
+        result.timings_s["total"] = round(time.monotonic() - t0, 3)
+        return Outcome(result)
     output = registrygc.garbage_collect(storage.config, request.delete_untagged)
     result.bytes_after = registrygc.disk_bytes(storage.root)
     result.collected = True
