@@ -36,6 +36,7 @@ from gpuops.core import releasehistory as hist
 from gpuops.core.releaseconfig import Environment
 from gpuops.core.retention import Policy
 from gpuops.errors import GateRefused
+from gpuops.render.html import prune as prune_page
 from gpuops.usecases import releases
 from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config as release_config
@@ -229,6 +230,10 @@ def _refusals_change_nothing(scene: Scene, before: dict[str, bool]) -> None:
     assert {d for d, x in planned.items() if x["action"] == "keep"} == keep
     assert any("prod release #3" in r for r in planned[scene.builds["b20"]]["reasons"])
     assert any("registry tag dev" in r for r in planned[scene.builds["b13"]]["reasons"])
+    html = prune_page.write(plan.to_dict(), scene.tmp / "page").page.read_text()
+    assert f"plan: {len(doomed)} manifests would be deleted" in html
+    assert html.count('data-key="action">delete<') == len(doomed)
+    assert "prod release #3 (succeeded)" in html
     refused = scene.prune()
     assert isinstance(refused.problem, GateRefused) and refused.exit_code == 3
     assert "does not allow deletes" in refused.problem.message

@@ -49,6 +49,7 @@ RESULTS: dict[str, str] = {
     "report capacity": "gpuops.usecases.reports:ReportPage",
     "report fleet": "gpuops.usecases.reports:ReportPage",
     "report node-history": "gpuops.usecases.reports:ReportPage",
+    "report prune": "gpuops.usecases.reports:ReportPage",
     "report node-update": "gpuops.usecases.reports:ReportPage",
     "report releases": "gpuops.usecases.reports:ReportPage",
 }
