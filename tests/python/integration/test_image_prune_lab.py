@@ -41,7 +41,7 @@ from gpuops.usecases import releases
 from gpuops.usecases.outcome import Outcome
 from gpuops.usecases.releases import config as release_config
 from gpuops.usecases.releases import model as m
-from gpuops.usecases.releases.registry import registry_for
+from gpuops.usecases.releases.registry import ImageRegistry, registry_for
 from gpuops.usecases.releases.store import HistoryStore
 from gpuops.usecases.retention import gc as gc_usecase
 from gpuops.usecases.retention import prune as prune_usecase
@@ -244,7 +244,26 @@ def _prune_then_gc(scene: Scene) -> None:
     reg = scene.reg
     tags, keep, doomed = _expected(scene)
     reg.start(deletes=True)
-    done = scene.prune()
+    # the prune runs while a release of b04 (a digest nothing keeps) is between its gates
+    # and its lock: prune deletes b04; the release, under its lock, finds it gone and refuses
+    # before it changes anything (it never deploys a digest the registry no longer has)
+    runs_before = _image_of(scene)
+    seen: dict[str, Any] = {}
+
+    class PruneAfterGates(ImageRegistry):
+        def compat(self, *args: Any, **kwargs: Any) -> Any:
+            gate = super().compat(*args, **kwargs)
+            seen.setdefault("prune", scene.prune())
+            return gate
+
+    deps = releases.Deps(
+        lambda env: PruneAfterGates(registry_for(env).access), scene.lines.append, scene.connect
+    )
+    _, error = pair(releases.promote(m.PromoteRequest(scene.prod, tag="b04"), deps))
+    assert isinstance(error, GateRefused), (error, scene.lines)
+    assert "no longer in the registry" in error.message
+    assert _image_of(scene) == runs_before
+    done = seen["prune"]
     assert done.ok, done.problem
     result = done.to_dict()
     assert set(result["repositories"][0]["deleted"]) == doomed
@@ -269,6 +288,11 @@ def _prune_then_gc(scene: Scene) -> None:
     assert doc["bytes_freed"] >= 4096 * len(gone), doc
     assert not any(reg.blob_on_disk(b) for b in gone)
     assert all(reg.blob_on_disk(scene.own_layer[d]) for d in keep if d in scene.own_layer)
+
+
+def _image_of(scene: Scene) -> str:
+    dep = scene.kube.apps.read_namespaced_deployment("infer-prod", scene.ns)
+    return str(dep.spec.template.spec.containers[0].image)
 
 
 def _doc_of(reg: OwnRegistry, digest: str) -> dict[str, Any]:
