@@ -81,11 +81,13 @@ class Scene:
     def prod(self) -> m.Target:
         return m.Target(str(self.config), "prod")
 
-    def prune(self, dry_run: bool = False) -> Outcome[prune_usecase.PruneResult]:
-        request = prune_usecase.PruneRequest(
+    def request(self, dry_run: bool = False) -> prune_usecase.PruneRequest:
+        return prune_usecase.PruneRequest(
             str(self.config), Policy(keep_last=KEEP_LAST), (), dry_run, str(self.kube.kubeconfig)
         )
-        return prune_usecase.prune(request, self.connect)
+
+    def prune(self, dry_run: bool = False) -> Outcome[prune_usecase.PruneResult]:
+        return prune_usecase.prune(self.request(dry_run), self.connect)
 
     def snapshot(self) -> dict[str, bool]:
         every = [*self.builds.values(), *self.kids, self.index, *self.sig.values()]
@@ -279,6 +281,11 @@ def _prune_then_gc(scene: Scene) -> None:
     writable = gc_usecase.collect(gc_request)
     assert isinstance(writable.problem, GateRefused) and writable.result.registry == "writable"
     reg.start(deletes=True, readonly=True)
+    # --delete-untagged would delete the index's platform manifests (kept, untagged): refused
+    untagged = gc_usecase.GcRequest(str(reg.config), True, scene.request())
+    refused = gc_usecase.collect(untagged, scene.connect)
+    assert isinstance(refused.problem, GateRefused) and not refused.result.collected
+    assert all(k in refused.problem.message for k in scene.kids), refused.problem.message
     gone = [scene.own_layer[d] for d in doomed if d in scene.own_layer]
     assert all(reg.blob_on_disk(b) for b in gone)
     collected = gc_usecase.collect(gc_request)

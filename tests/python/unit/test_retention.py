@@ -12,7 +12,7 @@ from gpuops.core.retention import (
     Image,
     Policy,
     decide,
-    untagged_protected,
+    untagged_kept,
 )
 from gpuops.errors import InvalidInput
 
@@ -108,8 +108,11 @@ def test_no_creation_date_is_never_deleted_for_age() -> None:
     assert got[d(2)].action == DELETE
 
 
-def test_untagged_protected_and_policy_validation() -> None:
-    images = [img(1, "a", age_days=1), img(2, age_days=1)]
-    assert untagged_protected(images, {d(1): [], d(2): [], d(3): []}) == [d(2), d(3)]
+def test_untagged_kept_and_policy_validation() -> None:
+    index = img(4, "multi", age_days=1, children=(d(5),))
+    images = [img(1, "a", age_days=1), img(2, age_days=1), index, img(5, age_days=1)]
+    decisions = decide(images, Policy(10), {}, NOW)
+    # protected but untagged or absent, and an index's kept platform manifest
+    assert untagged_kept(images, {d(1): [], d(2): [], d(3): []}, decisions) == [d(2), d(3), d(5)]
     with pytest.raises(InvalidInput):
         Policy(keep_last=-1)

@@ -452,7 +452,7 @@ def prune(
 @click.option(
     "--delete-untagged",
     is_flag=True,
-    help="Also delete untagged manifests; refused unless every protected digest of "
+    help="Also delete untagged manifests; refused unless every digest prune keeps for "
     "--config's environments is held by a tag.",
 )
 @_environments_option

@@ -170,8 +170,12 @@ def _is_child_only(image: Image, images: Sequence[Image]) -> bool:
     return not image.tags and any(image.digest in i.children for i in images)
 
 
-def untagged_protected(images: Sequence[Image], protected: Mapping[str, object]) -> list[str]:
-    """Protected digests no tag holds (``garbage-collect --delete-untagged`` would remove
-    them): the ones the repository lists without a tag, and the ones it does not list."""
+def untagged_kept(
+    images: Sequence[Image], protected: Mapping[str, object], decisions: Sequence[Decision]
+) -> list[str]:
+    """Digests that must stay but no tag holds (``garbage-collect --delete-untagged`` would
+    delete them): protected digests the repository lists without a tag or does not list, and
+    kept manifests without a tag (an index's platform manifests)."""
     tagged = {i.digest for i in images if i.tags}
-    return sorted(d for d in protected if d not in tagged)
+    kept = {d.digest for d in decisions if d.action == KEEP and not d.tags}
+    return sorted({d for d in protected if d not in tagged} | kept)

@@ -6,8 +6,9 @@ refuses a delete probe) or stopped (nothing answers on its ``http.addr``). Garba
 of a registry that takes pushes can delete the blobs of a push in progress.
 
 ``--delete-untagged`` also deletes manifests no tag names, and gpuops deploys by digest: a
-history's digest whose tag has moved on is untagged. So it is used only when a dry-run prune
-of the environments file shows every protected digest held by a tag; otherwise refused.
+history's digest whose tag has moved on is untagged, and so are the platform manifests of an
+index. So it is used only when a dry-run prune of the environments file shows every digest
+that must stay (protected, or kept) held by a tag; otherwise refused.
 
 The bytes freed are measured on disk (allocated blocks under the storage root)."""
 
@@ -133,13 +134,14 @@ def collect(request: GcRequest, connect: prune_usecase.Connect | None = None) ->
         seen = prune_usecase.prune(dry, connect)
         if seen.problem is not None:
             return Outcome(result, seen.problem)
-        untagged = {r: d for r, d in prune_usecase.protected_untagged(seen.result).items() if d}
+        untagged = {r: d for r, d in prune_usecase.kept_untagged(seen.result).items() if d}
         if untagged:
             named = "; ".join(f"{r}: {', '.join(d[:3])}" for r, d in untagged.items())
             return Outcome(
                 result,
                 GateRefused(
-                    f"--delete-untagged would delete protected digests no tag holds ({named})",
+                    f"--delete-untagged would delete digests that must stay and that no tag "
+                    f"holds ({named})",
                     hint="run without --delete-untagged (the deleted manifests' blobs are "
                     "collected all the same)",
                 ),

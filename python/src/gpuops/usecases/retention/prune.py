@@ -424,10 +424,10 @@ class _Prune:
             log.warning("%s", problem)
 
 
-def protected_untagged(result: PruneResult) -> Mapping[str, list[str]]:
-    """Protected digests no tag holds, per repository (``--delete-untagged`` would delete
-    them)."""
+def kept_untagged(result: PruneResult) -> Mapping[str, list[str]]:
+    """Digests that must stay but no tag holds, per repository (``--delete-untagged`` would
+    delete them)."""
     return {
-        res.repository: retention.untagged_protected(res.images, res.protected)
+        res.repository: retention.untagged_kept(res.images, res.protected, res.decisions)
         for res in result.repositories
     }
