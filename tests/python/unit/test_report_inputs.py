@@ -75,11 +75,27 @@ def _releases() -> dict[str, Any]:
     ) | {"deployments": ["app"], "open": {"2": "pending"}}
 
 
+def _prune() -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from gpuops.core.retention import Image, Policy, decide
+    from gpuops.usecases.retention.prune import PruneResult, RepositoryResult
+
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    images = [Image(f"sha256:{i:064x}", (f"b{i}",), now) for i in range(3)]
+    repo = RepositoryResult("r.example/ai/infer", ["prod"], tags=3)
+    repo.protected = {images[0].digest: ["prod release #1 (succeeded)"]}
+    repo.decisions = decide(images, Policy(keep_last=1), repo.protected, now)
+    repo.deleted = [images[2].digest]
+    return PruneResult(False, "pruned", [repo], ["ns/gpuops-release-infer"]).to_dict()  # type: ignore[return-value]
+
+
 SEEDS = {
     "capacity": _capacity,
     "fleet": _fleet,
     "node-history": history_doc,
     "node-update": _node_update,
+    "prune": _prune,
     "releases": _releases,
 }
 #: A value of each JSON kind (and the edges of numbers) to put where another one was.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ __all__ = [
     "USERNAME_ENV",
     "BlobsMissing",
     "Credentials",
+    "DeletesRefused",
     "Manifest",
     "ManifestUnknown",
     "Registry",
@@ -285,3 +287,87 @@ class Registry(Connection):
                 )
             return False
         raise self._fail(resp, what)
+
+    # -- listing and deleting (image prune) -----------------------------------------------
+    def list_tags(self, repo: str, page: int = 1000) -> list[str]:
+        """Every tag of ``repo``, following the registry's ``Link`` pages; [] when the
+        repository does not exist."""
+        tags: list[str] = []
+        path: str | None = f"/v2/{repo}/tags/list?{urlencode({'n': page})}"
+        seen: set[str] = set()
+        while path is not None:
+            if path in seen:
+                raise OperationFailed(
+                    f"the registry {self.host} pages the tags of {repo} in a loop"
+                )
+            seen.add(path)
+            what = f"list the tags of {repo}"
+            resp = self.request(
+                "GET",
+                path,
+                what=what,
+                kind="tags",
+                scope=f"repository:{repo}:pull",
+                headers={"Accept": "application/json"},
+            )
+            if resp.status == 404:
+                return tags
+            if resp.status != 200:
+                raise self._fail(resp, what)
+            try:
+                doc = json.loads(resp.body)
+                items = doc.get("tags") or []
+            except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+                raise OperationFailed(f"{what}: the registry's answer is not a tag list") from None
+            if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+                raise OperationFailed(f"{what}: the registry's answer is not a tag list")
+            tags.extend(items)
+            path = _next_page(resp.headers.get("Link", ""))
+        return tags
+
+    def delete_manifest(self, repo: str, digest: str) -> bool:
+        """Delete a manifest by digest (and with it every tag that names it); False when it
+        was not there. A registry without deletes raises :class:`DeletesRefused`."""
+        what = f"delete {repo}@{digest}"
+        resp = self.request(
+            "DELETE",
+            self._manifest_path(repo, digest),
+            what=what,
+            kind="manifest",
+            scope=f"repository:{repo}:delete",
+        )
+        if resp.status in (200, 202):
+            return True
+        if resp.status == 404:
+            return False
+        if resp.status == 405:
+            raise DeletesRefused(f"the registry {self.host} does not allow deletes ({what})")
+        raise self._fail(resp, what)
+
+    def deletes_enabled(self, repo: str) -> bool:
+        """Ask without deleting anything: a DELETE of a digest no manifest can have (the
+        SHA-256 of an empty body) is 404 where deletes are on, 405 (UNSUPPORTED) where
+        they are off or the registry is read-only (distribution 2.8 checks that first)."""
+        try:
+            self.delete_manifest(repo, digest_of(b""))
+        except DeletesRefused:
+            return False
+        return True
+
+
+class DeletesRefused(OperationFailed):
+    """405 on a manifest DELETE: deletes are off (or the registry is read-only)."""
+
+
+_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+def _next_page(link: str) -> str | None:
+    """The path of the ``rel="next"`` page of an RFC 5988 ``Link`` header (same registry)."""
+    match = _LINK_NEXT.search(link)
+    if match is None:
+        return None
+    parts = urlsplit(match.group(1))
+    if not parts.path.startswith("/v2/"):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")

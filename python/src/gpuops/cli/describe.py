@@ -32,7 +32,9 @@ RESULTS: dict[str, str] = {
     "image build": "gpuops.core.imagerecord:BuildRecord",
     "image clean": "gpuops.usecases.images.clean:CleanReport",
     "image compat": "gpuops.usecases.images.compat:CompatCheck",
+    "image gc": "gpuops.usecases.retention.gc:GcResult",
     "image inspect": "gpuops.usecases.images.registryops:ImageInfo",
+    "image prune": "gpuops.usecases.retention.prune:PruneResult",
     "image tag": "gpuops.usecases.images.registryops:TagMove",
     "jenkins apply": "gpuops.usecases.jenkinsjobs:ApplyResult",
     "nodes inspect": "gpuops.usecases.nodes.inspect:InspectResult",
@@ -49,6 +51,7 @@ RESULTS: dict[str, str] = {
     "report capacity": "gpuops.usecases.reports:ReportPage",
     "report fleet": "gpuops.usecases.reports:ReportPage",
     "report node-history": "gpuops.usecases.reports:ReportPage",
+    "report prune": "gpuops.usecases.reports:ReportPage",
     "report node-update": "gpuops.usecases.reports:ReportPage",
     "report releases": "gpuops.usecases.reports:ReportPage",
 }

@@ -387,3 +387,142 @@ def clean(
         )
     )
     return show(outcome, clean_summary(outcome.to_dict()))
+
+
+_DURATION = re.compile(r"([0-9]{1,6})([smhdw])")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def _duration(value: str) -> int:
+    """``90d``, ``12h``, ``30m``, ``2w`` or ``45s``: seconds."""
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise InvalidInput(f"{value!r} is not a duration like 30d, 12h, 30m or 2w")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def _tag_pattern(value: str) -> str:
+    if not value or len(value) > 128 or not re.fullmatch(r"[A-Za-z0-9_.*?\[\]!-]+", value):
+        raise InvalidInput(
+            f"{value!r} is not a tag pattern (tag characters and the shell wildcards * ? [])"
+        )
+    return value
+
+
+def _environments_option(f: Any) -> Any:
+    from gpuops.core.releaseconfig import DEFAULT_FILE  # noqa: PLC0415
+
+    return click.option(
+        "--config",
+        default=DEFAULT_FILE,
+        show_default=True,
+        envvar="GPUOPS_RELEASE_CONFIG",
+        type=Text("path", _path),
+        help="The release environments file: its repositories, histories and clusters "
+        "[env: GPUOPS_RELEASE_CONFIG].",
+    )(f)
+
+
+def _prune_options(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--repository",
+                "repositories",
+                multiple=True,
+                type=Text("image", lambda v: str(parse_repository(v, "repository"))),
+                help="Only this repository (repeatable); each must be an environment's "
+                "image in the environments file [default: every one it names].",
+            ),
+            click.option(
+                "--keep-last",
+                type=Integer(min=0, max=100_000),
+                default=10,
+                show_default=True,
+                help="Keep the last N builds (by the OCI created label, else the config's "
+                "created date).",
+            ),
+            click.option(
+                "--keep-tags",
+                multiple=True,
+                type=Text("pattern", _tag_pattern),
+                help="Keep tags matching this shell pattern, e.g. 'release-*' (repeatable).",
+            ),
+            click.option(
+                "--keep-younger-than",
+                type=Text("duration", _duration),
+                help="Keep images younger than this: 30d, 12h, 2w.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return _environments_option(f)
+
+
+@image.command()
+@_prune_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be deleted and why the rest is kept; delete nothing.",
+)
+@cluster_options
+def prune(
+    config: str,
+    repositories: tuple[str, ...],
+    keep_last: int,
+    keep_tags: tuple[str, ...],
+    keep_younger_than: int | None,
+    dry_run: bool,
+    cluster: Cluster,
+) -> Shown:
+    """Delete old manifests by digest, never one a rollback, a cluster or a release in flight
+    needs. Exit 3 (nothing deleted) when a release holds a lock or the registry does not
+    delete; 4 when a history or cluster cannot be reached."""
+    from gpuops.core.retention import Policy  # noqa: PLC0415
+    from gpuops.render.images import prune_summary  # noqa: PLC0415
+    from gpuops.usecases.retention.prune import PruneRequest  # noqa: PLC0415
+    from gpuops.usecases.retention.prune import prune as run_prune  # noqa: PLC0415
+
+    request = PruneRequest(
+        config,
+        Policy(keep_last, keep_tags, keep_younger_than),
+        repositories,
+        dry_run,
+        cluster.kubeconfig,
+        cluster.context,
+    )
+    outcome = run_prune(request, lambda c: c.connect())
+    return show(outcome, prune_summary(outcome.to_dict()))
+
+
+@image.command()
+@click.option(
+    "--registry-config",
+    required=True,
+    type=Text("path", _path),
+    help="The registry's own config file (distribution, filesystem storage): naming it is "
+    "what lets gpuops run its garbage-collect here.",
+)
+@click.option(
+    "--delete-untagged",
+    is_flag=True,
+    help="Also delete untagged manifests; refused unless every digest prune keeps for "
+    "--config's environments is held by a tag.",
+)
+@_environments_option
+@cluster_options
+def gc(registry_config: str, delete_untagged: bool, config: str, cluster: Cluster) -> Shown:
+    """Run the registry's garbage collection (it must be read-only or stopped: exit 3
+    otherwise) and measure the bytes freed on disk."""
+    from gpuops.core.retention import Policy  # noqa: PLC0415
+    from gpuops.render.images import gc_summary  # noqa: PLC0415
+    from gpuops.usecases.retention.gc import GcRequest, collect  # noqa: PLC0415
+    from gpuops.usecases.retention.prune import PruneRequest  # noqa: PLC0415
+
+    prune_request = PruneRequest(config, Policy(), (), True, cluster.kubeconfig, cluster.context)
+    outcome = collect(
+        GcRequest(registry_config, delete_untagged, prune_request if delete_untagged else None),
+        lambda c: c.connect(),
+    )
+    return show(outcome, gc_summary(outcome.to_dict()))

@@ -75,6 +75,14 @@ def node_update(input_path: Path, out: Path) -> Shown:
 @report.command()
 @_input
 @_out
+def prune(input_path: Path, out: Path) -> Shown:
+    """Registry retention: what goes and why the rest stays, from 'gpuops image prune'."""
+    return _render("prune", input_path, out)
+
+
+@report.command()
+@_input
+@_out
 def releases(input_path: Path, out: Path) -> Shown:
     """An environment's release history from 'gpuops release history'."""
     return _render("releases", input_path, out)

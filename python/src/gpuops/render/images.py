@@ -129,3 +129,39 @@ def clean_summary(data: dict[str, Any]) -> str:
     )
     lines.append(data["message"])
     return "\n".join(lines)
+
+
+def prune_summary(data: dict[str, Any]) -> str:
+    """Per repository: what is deleted (or would be) and why each kept manifest stays."""
+    dry = data.get("dry_run")
+    lines = []
+    for repo in data.get("repositories") or []:
+        decisions = repo.get("decisions") or []
+        doomed = [d for d in decisions if d["action"] == "delete"]
+        lines.append(
+            f"{repo['repository']}  ({', '.join(repo['environments'])}): {repo['tags']} tags, "
+            f"{len(decisions)} manifests, {len(doomed)} "
+            + ("would be deleted" if dry else f"to delete, {len(repo['deleted'])} deleted")
+        )
+        for d in decisions:
+            tags = ",".join(d["tags"]) or "(untagged)"
+            word = "DELETE" if d["action"] == "delete" else "keep  "
+            why = "" if d["action"] == "delete" else "  " + "; ".join(d["reasons"])
+            lines.append(f"  {word} {d['digest'][:19]} {tags}{why}")
+    lines.append(
+        f"state {data.get('state')}: {data.get('deleted', 0)} deleted, {data.get('kept', 0)} "
+        f"kept; locks {', '.join(data.get('locks') or []) or 'none'}"
+    )
+    return "\n".join(lines)
+
+
+def gc_summary(data: dict[str, Any]) -> str:
+    if not data.get("collected"):
+        return f"registry {data.get('registry')}: garbage-collect not run ({data.get('config')})"
+    return (
+        f"garbage-collect ({data.get('registry')} registry, delete-untagged "
+        f"{'on' if data.get('delete_untagged') else 'off'}): {data.get('blobs_deleted')} "
+        f"blobs deleted; {_size(data.get('bytes_freed'))} freed on disk "
+        f"({_size(data.get('bytes_before'))} -> {_size(data.get('bytes_after'))} under "
+        f"{data.get('root')})"
+    )

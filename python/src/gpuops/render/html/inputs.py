@@ -300,12 +300,46 @@ NODE_HISTORY = Obj(
     {"fleet": SCALAR, "namespace": SCALAR, "records": List(_NODE_RECORD)},
     required=("fleet", "records"),
 )
+_DECISION = Obj(
+    {
+        "digest": SCALAR,
+        "action": SCALAR,
+        "created": SCALAR,
+        "tags": Opt(List(SCALAR)),
+        "reasons": Opt(List(SCALAR)),
+    },
+    required=("digest", "action"),
+)
+PRUNE = Obj(
+    {
+        "dry_run": SCALAR,
+        "state": SCALAR,
+        "deleted": Opt(INT),
+        "kept": Opt(INT),
+        "locks": Opt(List(SCALAR)),
+        "repositories": List(
+            Obj(
+                {
+                    "repository": SCALAR,
+                    "environments": Opt(List(SCALAR)),
+                    "tags": Opt(INT),
+                    "protected": Opt(Map(List(SCALAR))),
+                    "decisions": List(_DECISION),
+                    "deleted": Opt(List(SCALAR)),
+                },
+                required=("repository", "decisions"),
+            )
+        ),
+    },
+    required=("state", "repositories"),
+)
 #: What each page reads, by the command whose result it shows.
 SPECS: dict[str, tuple[Spec, str]] = {
     "capacity": (CAPACITY, "gpuops headroom check --show-nodes"),
     "fleet": (FLEET, "gpuops nodes inspect"),
     "node-history": (NODE_HISTORY, "gpuops nodes history"),
     "node-update": (NODE_UPDATE, "gpuops nodes update"),
+    "prune": (PRUNE, "gpuops image prune"),
     "releases": (RELEASES, "gpuops release history"),
 }
 

@@ -15,7 +15,7 @@ from gpuops.fsio import OutDir
 from gpuops.render.html import inputs
 from gpuops.render.html.page import Written
 
-KINDS = ("capacity", "fleet", "node-history", "node-update", "releases")
+KINDS = ("capacity", "fleet", "node-history", "node-update", "prune", "releases")
 
 
 class HtmlPages:
@@ -41,6 +41,10 @@ class HtmlPages:
             from gpuops.render.html import nodeupdate  # noqa: PLC0415
 
             return nodeupdate.write_rollout(result, out)
+        if kind == "prune":
+            from gpuops.render.html import prune  # noqa: PLC0415
+
+            return prune.write(result, out)
         if kind == "releases":
             from gpuops.render.html import releases  # noqa: PLC0415
 

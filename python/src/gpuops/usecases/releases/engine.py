@@ -141,6 +141,9 @@ def run(
         except GateRefused as exc:
             return _refused(out, exc)
         out.lock.update(lock.to_dict())
+        gone = _digest_gone(deps, env, wanted, lock, out)
+        if gone is not None:
+            return _refused(out, gone)
         for stale in lock.taken_over:
             deps.say(
                 f"took over the stale lock {stale['lease']}: {stale['holder']} "
@@ -174,6 +177,28 @@ def approval_refusal(env: Environment, who: m.Who, dry_run: bool) -> GateRefused
             hint="approve it in the pipeline (promoteTag asks) or pass --approved-by",
         )
     return None
+
+
+def _digest_gone(
+    deps: Deps, env: Environment, wanted: m.Wanted, lock: TargetLock, out: m.ReleaseOutcome
+) -> GateRefused | None:
+    """The wanted digest asked for again under the lock: ``gpuops image prune`` holds this
+    Lease while it deletes, so a digest it deleted after the gates resolved it (before this
+    release took the Lease) is seen here, before anything changes. One HEAD. When it is gone
+    (or the registry cannot answer) the lock goes back at once."""
+    try:
+        there = not wanted.digest or deps.registry.has_digest(env.image, wanted.digest)
+    except BaseException:
+        lock.release()
+        raise
+    if there:
+        return None
+    out.notes.extend(lock.release())
+    return GateRefused(
+        f"{wanted.image} is no longer in the registry: it was deleted after the gates passed "
+        "(image prune?); nothing changed",
+        hint="release a tag that exists (see 'gpuops image prune --dry-run' for what is kept)",
+    )
 
 
 def _refused(out: m.ReleaseOutcome, error: GateRefused) -> Outcome[m.ReleaseOutcome]:
