@@ -48,9 +48,20 @@ step() {
 logs=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-test.XXXXXX")
 lanes=()
 names=()
+# a lane's processes stay in this script's process group (a CI that kills the group kills them
+# too); stopping one here sends TERM to its process tree by pid, each parent stopped while its
+# children are listed (so it starts none unseen), then the children in turn
+kill_tree() {
+  local child children
+  kill -STOP "$1" 2>/dev/null || return 0
+  children=$(pgrep -P "$1")
+  kill -TERM "$1" 2>/dev/null
+  kill -CONT "$1" 2>/dev/null
+  for child in $children; do kill_tree "$child"; done
+}
 stop_lanes() {
   local pid
-  for pid in "${lanes[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${lanes[@]}"; do kill_tree "$pid"; done
 }
 # interrupted (Ctrl-C, a CI timeout) while a group runs: stop it, show what each step wrote
 interrupted() {
@@ -71,7 +82,6 @@ lane() {
   local first=${#names[@]} spec i=0
   for spec in "$@"; do names+=("${spec%%|*}"); done
   (
-    set +m
     for spec in "$@"; do
       n=$((first + i)); i=$((i + 1))
       t0=$SECONDS rc=0
@@ -103,11 +113,9 @@ flush() {
 step "python lint (ruff, mypy --strict)" make -s lint-python
 step "ansible lint (ansible-lint, production profile)" make -s lint-ansible
 
-set -m  # each lane in its own process group, so an interrupted run stops all of its processes
 lane "groovy lint (npm-groovy-lint / CodeNarc)|make -s lint-groovy" \
      "groovy tests (JenkinsPipelineUnit)|make -s test-groovy"
 lane "python unit tests (${UNIT_PATHS[*]}: no lab)|make -s test-python PYTEST_ARGS='$UNIT_XDIST ${UNIT_PATHS[*]}'"
-set +m
 flush
 
 if grep -qx "$TESTPATHS" pytest.ini; then
