@@ -30,8 +30,9 @@ lint-ansible:
 lint-groovy:
 	scripts/groovy-lint.sh
 
+# PYTEST_ARGS: paths or options (scripts/test.sh runs the unit tests, then the lab's)
 test-python:
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-groovy:
 	gradle --console=plain test

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,20 @@ class Target:
     def leases(self) -> list[Any]:
         api = __import__("kubernetes").client.CoordinationV1Api(self.kube.api)
         return list(api.list_namespaced_lease(self.namespace).items)
+
+    def wait_leases_silent(self, margin_s: float = 1.0) -> None:
+        """Until every Lease of the namespace (the release locks) has gone unrenewed for its
+        own leaseDurationSeconds plus ``margin_s``, read from the Lease itself (renewTime, else
+        acquireTime) as Kubernetes defines it. A fixed sleep of the lease's length after the run
+        also waited for time that had already passed since its last renewal."""
+        for lease in self.leases():
+            spec = lease.spec
+            renewed = spec.renew_time or spec.acquire_time
+            assert renewed is not None and spec.lease_duration_seconds, lease
+            silent_at = renewed + timedelta(seconds=spec.lease_duration_seconds + margin_s)
+            left = (silent_at - datetime.now(UTC)).total_seconds()
+            if left > 0:
+                time.sleep(left)
 
     def wait_rolled_out(self, timeout: float = 60.0) -> None:
         def done() -> bool:

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -563,7 +562,7 @@ def test_a_release_killed_mid_step_is_restored_by_the_next_release(
     quick = {"steps": [{"replicas": 1}], "in_place": {}}
     write_config(t.config, {"staging": environment(t.namespace, "infer", t.images.repository,
                                                    node_class=cls, strategy=quick)})  # fmt: skip
-    time.sleep(9)  # the killed run's lock (lease 8 s) goes silent
+    t.wait_leases_silent()  # the killed run's lock (lease 8 s) goes silent
     d = deps(kube_lab, registry_lab, t.say)
     out, error = promote(t, d, "staging", tag="1.2.0")  # the same environment: its history
 
