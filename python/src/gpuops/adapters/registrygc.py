@@ -13,9 +13,12 @@ from typing import Any
 
 import yaml
 
+from gpuops import fsio
 from gpuops.errors import InvalidInput, OperationFailed
 
 BINARY = "docker-registry"
+#: a distribution config is a page of YAML
+CONFIG_CAP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -31,14 +34,12 @@ class RegistryStorage:
 def read_config(path: str) -> RegistryStorage:
     """The parts of a distribution config gpuops needs; InvalidInput when it is not one with
     filesystem storage."""
+    text = fsio.read_text(  # a user file: a FIFO or a device is exit 2, never a hang
+        path, cap=CONFIG_CAP, what="the registry config", option="registry_config"
+    )
     try:
-        doc: Any = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise InvalidInput(
-            f"cannot read the registry config {path} ({type(exc).__name__})",
-            field="registry_config",
-        ) from None
-    except yaml.YAMLError:
+        doc: Any = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError):  # PyYAML recurses per level of nesting
         raise InvalidInput(
             f"the registry config {path} is not YAML", field="registry_config"
         ) from None
