@@ -119,6 +119,14 @@ ENVIRONMENTS: dict[str, Env] = {
     # a dry run only: the registry lab's Podman serves the whole session (a real clean, even
     # daemon-wide, is test_image_clean_lab's, on images it made)
     "image clean": Env(needs="registry", exits=frozenset({0, 1, 2, 4}), fixed={"dry_run": True}),
+    # a dry run over the release scene's environments file (its repository in the lab
+    # registry, its Deployment and history): a real prune is test_image_prune_lab's
+    "image prune": Env(needs="release", exits=frozenset({0, 2, 3, 4}), fixed={"dry_run": True}),
+    # registry.yml: a registry that is not running (nothing on its http.addr) whose storage
+    # root is a folder of the scratch folder: gc runs on nothing of the session's (1: the
+    # collector failed; 3: a registry that answers and is not read-only)
+    "image gc": Env(needs="files", exits=frozenset({0, 1, 2, 3, 4})),
+    "report prune": Env(needs="files", exits=frozenset({0, 2})),
     # an application's environments file in the scratch folder (the default --config), its
     # Deployment (0 replicas: a release creates no pods) and images in the lab registry.
     # promote and rollback really release (that Deployment, its history, the registry tag):
@@ -244,7 +252,33 @@ FIRST: dict[str, dict[str, Any]] = {
         "requested_by": ["ci@example.com"],
     },
     "report releases": {"input_path": f"{TMP}/history.json", "out": f"{TMP}/page"},
+    "image gc": {"registry_config": f"{TMP}/registry.yml"},
+    "report prune": {"input_path": f"{TMP}/prune.json", "out": f"{TMP}/page"},
 }
+
+#: a distribution config of a registry that does not run (port 9, discard: nothing listens) and
+#: whose storage is the scratch folder's regroot (relative: the command runs in the scratch folder)
+REGISTRY_CONFIG = (
+    "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: regroot\n  delete:\n"
+    "    enabled: true\nhttp:\n  addr: 127.0.0.1:9\n"
+)
+
+
+def prune_result() -> str:
+    """A real ``image prune`` result document (what ``report prune`` reads)."""
+    from datetime import UTC, datetime
+
+    from gpuops.core.retention import Image, Policy, decide
+    from gpuops.usecases.retention.prune import PruneResult, RepositoryResult
+
+    now = datetime(2026, 12, 2, tzinfo=UTC)
+    images = [Image(f"sha256:{i:064x}", (f"b{i}",), now) for i in range(3)]
+    repo = RepositoryResult("r.example/ai/infer", ["prod"], tags=3)
+    repo.protected = {images[0].digest: ["prod release #1 (succeeded)"]}
+    repo.decisions = decide(images, Policy(keep_last=1), repo.protected, now)
+    repo.deleted = [images[2].digest]
+    return json.dumps(PruneResult(False, "pruned", [repo], ["ns/lease"]).to_dict())
+
 
 TRICKY = st.sampled_from(
     ["", " ", "\uff14", "4\n", "default\n", "nvidia.com/gpu\n", "a", "-1", "1e3", "Infinity",
@@ -649,6 +683,9 @@ def _scene(
 ) -> Scene:
     """Start (through their fixtures) only the labs ``env`` needs, and say what to lay out."""
     scene = Scene(kube_lab, {REG: "registry.invalid"}, {"headroom.json": headroom_result})
+    if env.needs == "files":
+        scene.files["registry.yml"] = REGISTRY_CONFIG
+        scene.files["prune.json"] = prune_result()
     if env.needs == "registry":  # only these commands start the registry lab
         rlab: RegistryLab = request.getfixturevalue("registry_lab")
         request.getfixturevalue("fuzz_image")
@@ -758,6 +795,8 @@ READERS: list[tuple[str, list[str], str]] = [
     ("report fleet", ["--out", "{tmp}/page"], "--input"),
     ("report node-update", ["--out", "{tmp}/page"], "--input"),
     ("report releases", ["--out", "{tmp}/page"], "--input"),
+    ("report prune", ["--out", "{tmp}/page"], "--input"),
+    ("image gc", [], "--registry-config"),
     ("release status", ["-e", "fuzz"], "--config"),
     ("release history", ["-e", "fuzz"], "--config"),
     ("jenkins apply", ["--url", "http://127.0.0.1:9/"], "--config"),
