@@ -26,7 +26,8 @@ def _row(d: Mapping[str, Any], deleted: set[str]) -> dict[str, Any]:
         "tags": ", ".join(str(t) for t in d.get("tags") or []) or "(untagged)",
         "created": str(d.get("created") or ""),
         "action": "deleted" if digest in deleted else action,
-        "action_class": "bad" if action == "delete" else ("ok" if protected else ""),
+        # protected: green; kept by the policy (last N, a pattern, young): grey
+        "action_class": "bad" if action == "delete" else ("ok" if protected else "muted"),
         "reasons": reasons if action != "delete" else [],
     }
 
