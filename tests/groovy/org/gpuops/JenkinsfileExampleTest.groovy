@@ -148,8 +148,10 @@ class JenkinsfileExampleTest extends GpuOpsPipelineTest {
             Map built = build('infer-build', number, [APP_JOB: 'build'])
             assertEquals(built.error, 'SUCCESS', built.result)
         }
-        assertEquals(['Unit tests', 'Image', 'Build', 'Node change', 'GPU headroom', 'Release', 'Rollback'],
-            shim.stageLog.takeRight(7)*.stage)
+        // a build job's run: its stages, then the others skipped by their `when`
+        assertEquals(['Unit tests', 'Image', 'Build', 'Node change', 'GPU headroom', 'Release', 'Rollback',
+                      'Clean agents', 'Inspect GPU nodes'],
+            shim.stageLog.takeRight(9)*.stage)
 
         Map staging = build('infer-release', 51, [APP_JOB: 'release', APP_ENV: 'staging', APP_IMAGE_TAG: '41'])
         assertEquals(staging.error, 'SUCCESS', staging.result)
