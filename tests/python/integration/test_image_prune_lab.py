@@ -117,6 +117,10 @@ def test_prune_keeps_every_rollback_target_and_gc_frees_the_rest(
         assert dep.spec.template.spec.containers[0].image == want
     finally:
         reg.stop()
+        # the kwok node of this test's own class (the session's cluster is every lab test's:
+        # test_lab_kube counts its nodes)
+        for node in kube_lab.core.list_node(label_selector=f"accelerator={CLASS}").items:
+            kube_lab.core.delete_node(node.metadata.name)
 
 
 def _push(scene: Scene) -> None:
