@@ -281,6 +281,8 @@ def test_failing_canary_stops_the_rollout_and_a_rerun_converges(
 ) -> None:
     inv = nodes_lab.inventory(tmp_path, gpu_a100="550.90.07")
     hoststate.set_gpu_state(nodes_lab.lab, A1, install_error="module-load")
+    # A2's last install as the session left it (an earlier lab test may have changed A2)
+    a2_install = hoststate.gpu_state(nodes_lab.lab, A2)["install"]
     try:
         run = nodes_lab.gpuops(
             "nodes",
@@ -305,7 +307,7 @@ def test_failing_canary_stops_the_rollout_and_a_rerun_converges(
         assert "over the failure budget of 0" in result["stopped"]
         assert "1 never started" in run.doc["error"]["message"]  # type: ignore[index]
         # A2 was never touched: its driver, its node
-        assert hoststate.gpu_state(nodes_lab.lab, A2)["install"] is None
+        assert hoststate.gpu_state(nodes_lab.lab, A2)["install"] == a2_install  # no install
         assert not nodes_lab.node(A2).spec.unschedulable
         assert nodes_lab.node(A1).spec.unschedulable  # the failed canary stays cordoned
         # fixed, run again: it resumes and converges (A1 was cordoned by gpuops: uncordoned)
