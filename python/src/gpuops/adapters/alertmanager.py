@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
 import re
 import ssl
 import time
@@ -26,6 +25,7 @@ from urllib.parse import urlencode
 
 from gpuops import __version__
 from gpuops.adapters.deadline import Deadline, shutdown
+from gpuops.adapters.prometheus import tls_context
 from gpuops.core.alertmatchers import Matcher
 from gpuops.core.urls import parse_http, without_userinfo
 from gpuops.errors import InvalidInput, OperationFailed, Unreachable
@@ -94,7 +94,7 @@ class Alertmanager:
         self._token = token
         if ca_file is not None and not self._tls:
             raise InvalidInput(f"a CA file for Alertmanager {self.url}, which speaks plain HTTP")
-        self._ctx = _tls_context(ca_file, self.url) if self._tls else None
+        self._ctx = tls_context(ca_file, f"Alertmanager {self.url}") if self._tls else None
         self.timeout = timeout
 
     def __repr__(self) -> str:  # no token in a traceback's locals
@@ -170,17 +170,6 @@ def alertmanager_url(url: str) -> Any:
             f"{bad}: a query (?) or fragment (#) would be dropped (the API's path is appended)"
         )
     return parts
-
-
-def _tls_context(ca_file: str | None, url: str) -> ssl.SSLContext:
-    if ca_file is not None and not os.path.isfile(ca_file):  # noqa: PTH113
-        raise InvalidInput(f"the CA file {ca_file!r} for Alertmanager {url} does not exist")
-    try:
-        return ssl.create_default_context(cafile=ca_file)
-    except (ssl.SSLError, OSError):
-        raise InvalidInput(
-            f"the CA file {ca_file!r} for Alertmanager {url} holds no usable PEM certificate"
-        ) from None
 
 
 def _alerts(url: str, status: int, body: bytes) -> list[Alert]:

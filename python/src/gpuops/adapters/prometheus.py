@@ -100,7 +100,7 @@ class Prometheus:
         self._token = token
         if ca_file is not None and not tls:
             raise InvalidInput(f"a CA file for Prometheus {self.url}, which speaks plain HTTP")
-        self._ctx = _tls_context(ca_file, self.url) if tls else None
+        self._ctx = tls_context(ca_file, f"Prometheus {self.url}") if tls else None
         self.timeout = timeout
 
     def __repr__(self) -> str:  # no token in a traceback's locals
@@ -180,14 +180,17 @@ class Prometheus:
         )
 
 
-def _tls_context(ca_file: str | None, url: str) -> ssl.SSLContext:
+def tls_context(ca_file: str | None, server: str) -> ssl.SSLContext:
+    """The TLS context for an https API (``server``: its name and URL, as messages say it),
+    from the system's CAs or ``ca_file``; a CA file that is missing or holds no usable PEM
+    certificate is exit 2. Alertmanager's adapter uses it too."""
     if ca_file is not None and not os.path.isfile(ca_file):  # noqa: PTH113
-        raise InvalidInput(f"the CA file {ca_file!r} for Prometheus {url} does not exist")
+        raise InvalidInput(f"the CA file {ca_file!r} for {server} does not exist")
     try:
         return ssl.create_default_context(cafile=ca_file)
     except (ssl.SSLError, OSError):
         raise InvalidInput(
-            f"the CA file {ca_file!r} for Prometheus {url} holds no usable PEM certificate"
+            f"the CA file {ca_file!r} for {server} holds no usable PEM certificate"
         ) from None
 
 
