@@ -87,9 +87,13 @@ class MetricsLab:
         return apps.playing(self.kube.lab)
 
     def wait_playing(
-        self, namespace: str, pods: Iterable[str], timeout: float = 30.0
+        self, namespace: str, pods: Iterable[str], timeout: float = 90.0
     ) -> list[dict[str, Any]]:
-        """Wait until the stand-in plays each named pod of ``namespace``; their entries."""
+        """Wait until the stand-in plays each named pod of ``namespace``; their entries.
+
+        The scheduler binds each pod, kwok makes it Running with an IP, the stand-in binds
+        that IP: a few seconds on a quiet machine, over 30 s once in CI on a freshly started
+        cluster (hence 90). When it does not, the failure says where each pod stopped."""
         names = set(pods)
 
         def ready() -> list[dict[str, Any]]:
@@ -97,7 +101,34 @@ class MetricsLab:
             found = [p for p in now if p["pod"] in names]
             return found if {p["pod"] for p in found} == names else []
 
-        return list(wait_until(ready, f"app stand-in playing {sorted(names)}", timeout))
+        try:
+            return list(wait_until(ready, f"app stand-in playing {sorted(names)}", timeout))
+        except pytest.fail.Exception:
+            pytest.fail(
+                f"app stand-in playing {sorted(names)}: not after {timeout:.0f}s\n"
+                + self.why_not_playing(namespace, names)
+            )
+
+    def why_not_playing(self, namespace: str, names: Iterable[str]) -> str:
+        """What the API server says of each pod, what the stand-in plays, its log's tail."""
+        lines = []
+        for name in sorted(names):
+            try:
+                pod = self.kube.core.read_namespaced_pod(name, namespace)
+            except ApiException as exc:
+                lines.append(f"  pod {name}: HTTP {exc.status}")
+                continue
+            conditions = [f"{c.type}={c.status}" for c in (pod.status.conditions or []) if c.type]
+            lines.append(
+                f"  pod {name}: phase {pod.status.phase}, node {pod.spec.node_name}, "
+                f"IP {pod.status.pod_ip}, {' '.join(conditions)}"
+            )
+        played = [f"{p['namespace']}/{p['pod']}" for p in self.playing()]
+        lines.append(f"  the stand-in plays {played}")
+        log_file = self.kube.lab.dir / "logs" / f"{apps.PROC}.log"
+        tail = log_file.read_text(errors="replace").splitlines()[-15:] if log_file.is_file() else []
+        lines.append(f"  {log_file} ends:\n    " + "\n    ".join(tail))
+        return "\n".join(lines)
 
     def query(self, promql: str) -> list[Sample]:
         """An instant query on the lab's Prometheus: (labels, value) per series."""
