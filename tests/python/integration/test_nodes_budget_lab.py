@@ -229,6 +229,10 @@ def _two_runs(
         assert doc["changed"] == [A2]
         (taken,) = [b["budget"] for b in doc["batches"]]
         assert taken["nodes"] == {cls: [A2]} and taken["waited_s"] > 0
+        # where the time went: the wait for the budget is in the batch's gate admission
+        (phases,) = [b["phases_s"] for b in doc["batches"]]
+        assert phases["gates_admit"] >= taken["waited_s"], phases
+        assert "gates_done" in phases, phases
         (recovered,) = taken["recovered"]
         assert recovered["holder"] == held["holder"] and recovered["nodes"] == [A1]
         assert recovered["silent_for_s"] >= LEASE_S

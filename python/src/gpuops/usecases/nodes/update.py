@@ -612,7 +612,10 @@ def _run(
                 ro.hosts[h].reason = rollout.not_started(run.stopped)
             continue
         records = [ro.hosts[h] for h in b.hosts]
+        ta = time.monotonic()
         hold = next((x for g in opened if (x := g.admit(b, records)) is not None), None)
+        if opened:  # what the window, budget and alerts cost (a budget wait included)
+            b.phases_s["gates_admit"] = round(time.monotonic() - ta, 3)
         if hold is not None:  # not started: the gate said not now
             say(f"{tag} held by the {hold.gate}: {hold.message}")
             b.status = run.hold(b.index, hold.gate, hold.message)
@@ -642,8 +645,11 @@ def _run(
             _batch(b, ready, inv, request, guard, folder, say, tag, keys)
         b.status = run.finish(r.status for r in records)
         ro.stopped = run.stopped
+        td = time.monotonic()
         for g in opened:
             g.done(b, records)
+        if opened:
+            b.phases_s["gates_done"] = round(time.monotonic() - td, 3)
         b.finished_at, b.elapsed_s = common.now(), round(time.monotonic() - t0, 3)
         if run.stopped:
             say(f"{tag} stopping: {run.stopped}")
