@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -234,16 +235,15 @@ def inspect_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str,
     }
 
 
-def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    facts = lab.facts("fleet")
-    n = len(facts["hosts"])
-    inv_dir = folder / "inventory"
-    shutil.copytree(Path(facts["inventory"]).parent, inv_dir)
-    wanted = {
-        "gpu_a100": ("550.90.07", "12.4"),
-        "gpu_h800": ("570.133.20", "12.8"),
-        "gpu_l40s": ("570.133.20", "12.8"),
-    }
+#: Part 2's two passes, each a real driver change on every host: gpuops moves each group up,
+#: the floor moves it back to the lab's own versions (gpuops_lab.spec).
+UP = {"gpu_a100": ("550.90.07", "12.4"), "gpu_h800": ("570.133.20", "12.8"),
+      "gpu_l40s": ("570.133.20", "12.8")}  # fmt: skip
+BACK = {"gpu_a100": ("535.161.08", "12.2"), "gpu_h800": ("550.90.07", "12.4"),
+        "gpu_l40s": ("550.90.07", "12.4")}  # fmt: skip
+
+
+def set_drivers(inv_dir: Path, wanted: dict[str, tuple[str, str]]) -> None:
     for group, (version, cuda) in wanted.items():
         path = inv_dir / "group_vars" / f"{group}.yml"
         text = "".join(
@@ -255,37 +255,39 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
             for line in path.read_text().splitlines()
         )
         path.write_text(text)
+
+
+def window_now(hours: int = 6) -> str:
+    """A daily window (UTC) open now and for ``hours`` more: the gate checks every batch."""
+    now = time.gmtime()
+    start = f"{(now.tm_hour - 1) % 24:02d}:00"
+    end = f"{(now.tm_hour + hours) % 24:02d}:00"
+    return f"daily {start}-{end} UTC"
+
+
+def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """gpuops nodes update with a window and the disruption budget, then the floor: the same
+    batches as bare ansible-playbook runs of the same playbook (no plan, no Kubernetes, no
+    gates, no records), the same forks."""
+    facts = lab.facts("fleet")
+    n = len(facts["hosts"])
+    inv_dir = folder / "inventory"
+    shutil.copytree(Path(facts["inventory"]).parent, inv_dir)
+    set_drivers(inv_dir, UP)
     size = max(1, n // 5)
+    window = window_now()
     env = {**os.environ, "KUBECONFIG": lab.facts("kube")["kubeconfig"]}
+    argv = [
+        str(BIN / "gpuops"), "--output", "json", "--error-file", str(folder / "update-error.json"),
+        "nodes", "update", "-i", str(inv_dir / "hosts.yml"), "--change", "driver",
+        "--canary", str(size), "--batch-size", str(size), "--parallel", str(size),
+        "--artifacts-dir", str(folder / "update"),
+    ]  # fmt: skip
+    if args.gates:
+        argv += ["--window", window, "--batch-estimate", "5m",
+                 "--budget-max-unavailable", str(size)]  # fmt: skip
     started = time.perf_counter()
-    done = subprocess.run(
-        [
-            str(BIN / "gpuops"),
-            "--output",
-            "json",
-            "--error-file",
-            str(folder / "update-error.json"),
-            "nodes",
-            "update",
-            "-i",
-            str(inv_dir / "hosts.yml"),
-            "--change",
-            "driver",
-            "--canary",
-            str(size),
-            "--batch-size",
-            str(size),
-            "--parallel",
-            str(size),
-            "--artifacts-dir",
-            str(folder / "update"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=7200,
-        check=False,
-    )
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=7200, check=False)
     wall = time.perf_counter() - started
     if done.returncode == 0:
         doc = json.loads(done.stdout)
@@ -293,8 +295,9 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
         doc = json.loads((folder / "update-error.json").read_text())
         print(f"\nupdate failed: {doc['error']['message']}")
     result = doc["result"]
+    gates = f"window {window!r}, budget {size} per class" if args.gates else "no gates"
     print(
-        f"\nupdate: {n} hosts in {len(result['batches'])} batches of {size}: "
+        f"\nupdate: {n} hosts in {len(result['batches'])} batches of {size} ({gates}): "
         f"exit {done.returncode}, {wall:.1f} s wall; changed {len(result['changed'])}, "
         f"failed {len(result['failed'])}"
     )
@@ -302,10 +305,13 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
     print(f"  pre-flight {t['preflight']:.1f} s, plan {t['plan']:.1f} s")
     for b in result["batches"]:
         p = b["phases_s"]
+        budget = b.get("budget") or {}
         print(
-            f"  {b['kind']} {b['index']}: {b['elapsed_s']:.1f} s (kubernetes before "
-            f"{p.get('kubernetes_before', 0):.1f}, ansible {p.get('ansible', 0):.1f}, "
-            f"kubernetes after {p.get('kubernetes_after', 0):.1f})"
+            f"  {b['kind']} {b['index']}: {b['elapsed_s']:.1f} s (gates admit "
+            f"{p.get('gates_admit', 0):.2f} [budget waited {budget.get('waited_s', 0):.1f}], "
+            f"kubernetes before {p.get('kubernetes_before', 0):.1f}, ansible "
+            f"{p.get('ansible', 0):.1f}, kubernetes after {p.get('kubernetes_after', 0):.1f}, "
+            f"gates done {p.get('gates_done', 0):.2f})"
         )
     per_task: dict[str, list[float]] = {}
     for h in result["hosts"]:
@@ -314,14 +320,77 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
     print("  slowest tasks (mean seconds per host):")
     for task, secs in sorted(per_task.items(), key=lambda kv: -statistics.mean(kv[1]))[:6]:
         print(f"    {statistics.mean(secs):6.1f}  {task}")
-    return {
+    out: dict[str, Any] = {
         "hosts": n,
         "wall_s": wall,
         "rc": done.returncode,
+        "gates": gates,
         "timings": t,
         "batches": [b["phases_s"] | {"elapsed_s": b["elapsed_s"]} for b in result["batches"]],
         "tasks": {k: statistics.mean(v) for k, v in per_task.items()},
     }
+    if done.returncode == 0 and not args.no_floor:
+        out["floor"] = update_floor(inv_dir, [b["hosts"] for b in result["batches"]], folder)
+        floor = out["floor"]["wall_s"]
+        batches = sum(b["elapsed_s"] for b in result["batches"])
+        print(
+            f"\nupdate floor (ansible-playbook per batch, same batches, forks {size}): "
+            f"{floor:.1f} s wall"
+        )
+        print(
+            f"gpuops / floor wall = {wall / floor:.2f} (gpuops {wall:.1f} s, floor {floor:.1f} s)"
+        )
+        print(
+            f"gpuops batches / floor = {batches / floor:.2f} (the batches alone: "
+            f"{batches:.1f} s; the rest is pre-flight, plan and records)"
+        )
+        out["x_floor"] = wall / floor
+    return out
+
+
+def update_floor(inv_dir: Path, batches: list[list[str]], folder: Path) -> dict[str, Any]:
+    """The same change's work with nothing around it: each batch's hosts given to
+    ansible-playbook (the shipped ansible.cfg, forks = batch size), one batch after another,
+    moving every group back to the lab's versions."""
+    set_drivers(inv_dir, BACK)
+    walls = []
+    started = time.perf_counter()
+    for hosts in batches:
+        env = {
+            **os.environ,
+            "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
+            "ANSIBLE_FORKS": str(len(hosts)),
+            "ANSIBLE_HOST_KEY_CHECKING": "False",
+            "ANSIBLE_NOCOLOR": "1",
+        }
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [
+                str(BIN / "ansible-playbook"),
+                str(ROOT / "ansible" / "playbooks" / "update_gpu_nodes.yml"),
+                "-i",
+                str(inv_dir / "hosts.yml"),
+                "--limit",
+                ",".join(hosts),
+                "-e",
+                json.dumps({"update_gpu_nodes_roles": ["nvidia_driver"]}),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT / "ansible",
+            timeout=3600,
+            check=False,
+        )
+        walls.append(time.perf_counter() - t0)
+        if done.returncode != 0:
+            raise SystemExit(f"floor playbook failed:\n{done.stdout[-3000:]}")
+        # the same work as gpuops did: every host of the batch changed (its PLAY RECAP line)
+        recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", done.stdout, re.M))
+        if sorted(h for h, c in recap.items() if int(c)) != sorted(hosts):
+            raise SystemExit(f"floor batch {hosts}: changed per host {recap}")
+        print(f"  floor batch of {len(hosts)}: {walls[-1]:.1f} s", flush=True)
+    return {"wall_s": time.perf_counter() - started, "batches_s": walls}
 
 
 def main() -> int:
@@ -330,6 +399,11 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--update", action="store_true", help="also time a rolling driver update")
+    ap.add_argument(
+        "--no-gates", dest="gates", action="store_false",
+        help="the update without --window and the disruption budget (issue 9's row)",
+    )  # fmt: skip
+    ap.add_argument("--no-floor", action="store_true", help="skip the update's floor pass")
     ap.add_argument("--lab-dir", default=f"/tmp/gnb-{os.getpid()}")
     ap.add_argument("--json-out")
     args = ap.parse_args()
