@@ -19,12 +19,14 @@ import org.gpuops.StepParams
     knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
     webhookCredentialsId   : null,   // string credential with the alert webhook URL -> env GPUOPS_WEBHOOK_URL
     kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG (for quarantine: true)
+    pushgatewayCredentialsId: null,  // usernamePassword credential: the Pushgateway's basic auth (pushgateway) ->
+                                     // env GPUOPS_PUSHGATEWAY_USERNAME, GPUOPS_PUSHGATEWAY_PASSWORD
     onCritical             : 'fail', // critical findings or hosts not inspected: 'fail', or 'unstable'
 ]
 
 @Field final Map TYPES = [
     sshCredentialsId: 'string', knownHostsCredentialsId: 'string', webhookCredentialsId: 'string',
-    kubeconfigCredentialsId: 'string',
+    kubeconfigCredentialsId: 'string', pushgatewayCredentialsId: 'string',
     onCritical: ['fail', 'unstable'],
 ]
 
@@ -34,7 +36,8 @@ Map call(Map config = [:]) {
     Map cli = params.cli
     List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
                                             webhook: step.webhookCredentialsId, webhookVariable: cli.webhook_url_env,
-                                            kubeconfig: step.kubeconfigCredentialsId)
+                                            kubeconfig: step.kubeconfigCredentialsId,
+                                            pushgateway: step.pushgatewayCredentialsId)
     return NodeSteps.run(this, cli,
         [folder: 'report_dir', page: 'fleet.html', title: 'GPU fleet health', credentials: credentials,
          allow: ['gate-refused', 'unreachable'], mode: step.onCritical])

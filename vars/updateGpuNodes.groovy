@@ -23,20 +23,21 @@ import org.gpuops.StepParams
     sshCredentialsId       : null,   // sshUserPrivateKey credential -> env GPUOPS_SSH_KEY_FILE, GPUOPS_SSH_USER
     knownHostsCredentialsId: null,   // file credential with the nodes' known_hosts -> env GPUOPS_KNOWN_HOSTS
     kubeconfigCredentialsId: null,   // file credential with a kubeconfig -> env KUBECONFIG
+    alertsCredentialsId    : null,   // string credential, Alertmanager's token (alertsUrl) -> env GPUOPS_ALERTS_TOKEN
     onFailure              : 'fail', // failed hosts or a refused batch: 'fail' the build, or 'unstable'
     fleet                  : null,   // the fleet's name for its lock; unset: the inventory's normalised path
 ]
 
 @Field final Map TYPES = [
     sshCredentialsId: 'string', knownHostsCredentialsId: 'string', kubeconfigCredentialsId: 'string',
-    onFailure: ['fail', 'unstable'], fleet: 'string',
+    alertsCredentialsId: 'string', onFailure: ['fail', 'unstable'], fleet: 'string',
 ]
 
 Map call(Map config = [:]) {
     Map params = StepParams.prepare(this, config)
     Map step = params.step
     List credentials = Credentials.bindings(ssh: step.sshCredentialsId, knownHosts: step.knownHostsCredentialsId,
-                                            kubeconfig: step.kubeconfigCredentialsId)
+                                            kubeconfig: step.kubeconfigCredentialsId, alerts: step.alertsCredentialsId)
     Map result = NodeSteps.run(this, params.cli,
         [folder: 'artifacts_dir', page: 'node-update.html', title: 'GPU node update', credentials: credentials,
          allow: ['failed', 'gate-refused', 'host-broken'], alwaysFail: ['host-broken'],

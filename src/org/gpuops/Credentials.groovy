@@ -7,7 +7,7 @@ import com.cloudbees.groovy.cps.NonCPS
  * by gpuopsExec's withCredentials into the environment variable the CLI reads it from (never
  * argv, never a Groovy string). A step names the Jenkins credential IDs it was given; an absent
  * ID binds nothing. Bindings come in one order (SSH key, known hosts, kubeconfig, registry,
- * webhook).
+ * webhook, Alertmanager token, Pushgateway).
  */
 class Credentials implements Serializable {
 
@@ -24,11 +24,17 @@ class Credentials implements Serializable {
     static final String REGISTRY_USERNAME_VARIABLE = 'GPUOPS_REGISTRY_USERNAME'
     static final String REGISTRY_PASSWORD_VARIABLE = 'GPUOPS_REGISTRY_PASSWORD'
     static final String WEBHOOK_VARIABLE = 'GPUOPS_WEBHOOK_URL'
+    /** Alertmanager's bearer token (gpuops.usecases.nodes.alerts: nodes update --alerts-url). */
+    static final String ALERTS_TOKEN_VARIABLE = 'GPUOPS_ALERTS_TOKEN'
+    /** The Pushgateway's basic auth (gpuops.usecases.nodes.inspect: nodes inspect --pushgateway). */
+    static final String PUSHGATEWAY_USERNAME_VARIABLE = 'GPUOPS_PUSHGATEWAY_USERNAME'
+    static final String PUSHGATEWAY_PASSWORD_VARIABLE = 'GPUOPS_PUSHGATEWAY_PASSWORD'
 
     /**
      * Bindings for gpuopsExec from credential IDs: [ssh: id, knownHosts: id, kubeconfig: id,
-     * registry: id, webhook: id], and optionally the variables the CLI was told to read instead of its
-     * defaults ([registryUsernameVariable:, registryPasswordVariable:, webhookVariable:]).
+     * registry: id, webhook: id, alerts: id, pushgateway: id], and optionally the variables the CLI
+     * was told to read instead of its defaults ([registryUsernameVariable:, registryPasswordVariable:,
+     * webhookVariable:]).
      */
     @NonCPS
     static List<Map> bindings(Map ids) {
@@ -50,6 +56,13 @@ class Credentials implements Serializable {
         }
         if (ids.webhook) {
             out.add([type: 'string', id: ids.webhook, variable: ids.webhookVariable ?: WEBHOOK_VARIABLE])
+        }
+        if (ids.alerts) {
+            out.add([type: 'string', id: ids.alerts, variable: ALERTS_TOKEN_VARIABLE])
+        }
+        if (ids.pushgateway) {
+            out.add([type: 'usernamePassword', id: ids.pushgateway, usernameVariable: PUSHGATEWAY_USERNAME_VARIABLE,
+                     passwordVariable: PUSHGATEWAY_PASSWORD_VARIABLE])
         }
         return out
     }

@@ -4,8 +4,9 @@
 (the Pushgateway API, as documented for prometheus/pushgateway 1.x): an inspection pushes the
 whole picture of its fleet each time, so a host that left the inventory leaves the group too.
 A grouping-key value is sent base64url-encoded (``<label>@base64/<value>``), which the
-Pushgateway accepts for any value, slashes included. A ``user:password@`` in the URL becomes
-basic auth and is never shown.
+Pushgateway accepts for any value, slashes included. Basic auth comes from the environment
+(:data:`USERNAME_ENV`, :data:`PASSWORD_ENV`: a Jenkins usernamePassword credential binds
+them), else from a ``user:password@`` in the URL; either way the password is never shown.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 
 from gpuops.core.urls import parse_http, without_userinfo
 from gpuops.errors import OperationFailed, Unreachable
+from gpuops.logs import remember_secret
 
 TIMEOUT_S = 10.0
+USERNAME_ENV = "GPUOPS_PUSHGATEWAY_USERNAME"
+PASSWORD_ENV = "GPUOPS_PUSHGATEWAY_PASSWORD"  # noqa: S105 - a variable's name, not a secret
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -40,8 +44,26 @@ def group_url(url: str, job: str, grouping: Mapping[str, str]) -> str:
     return f"{url.rstrip('/')}/metrics/{path}"
 
 
-def push(url: str, job: str, grouping: Mapping[str, str], text: str) -> Pushed:
-    """PUT ``text`` (exposition format) as the group ``job`` + ``grouping``; raises
+def env_auth(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """Basic auth from :data:`USERNAME_ENV` / :data:`PASSWORD_ENV` (None without a user name);
+    the password is remembered as a secret (redacted wherever it would be shown)."""
+    user = environ.get(USERNAME_ENV) or ""
+    if not user:
+        return None
+    password = environ.get(PASSWORD_ENV) or ""
+    remember_secret(password)
+    return user, password
+
+
+def push(
+    url: str,
+    job: str,
+    grouping: Mapping[str, str],
+    text: str,
+    auth: tuple[str, str] | None = None,
+) -> Pushed:
+    """PUT ``text`` (exposition format) as the group ``job`` + ``grouping``, with basic
+    ``auth`` (user, password) if given, else the URL's ``user:password@`` if any; raises
     :class:`Unreachable` (no answer) or :class:`OperationFailed` (an HTTP error)."""
     parsed = parse_http(url, "pushgateway", userinfo=True)
     shown = without_userinfo(url)
@@ -50,7 +72,7 @@ def push(url: str, job: str, grouping: Mapping[str, str], text: str) -> Pushed:
         target, data=text.encode(), method="PUT",
         headers={"Content-Type": CONTENT_TYPE},
     )  # fmt: skip
-    user, password = getattr(parsed, "username", None), getattr(parsed, "password", None)
+    user, password = auth or (parsed.username, parsed.password)
     if user:
         token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")

@@ -477,7 +477,8 @@ def update(
 @click.option(
     "--pushgateway",
     type=Text("url", server_url),
-    help="Push the same metrics to this Prometheus Pushgateway (base URL).",
+    help="Push the same metrics to this Prometheus Pushgateway (base URL). Basic auth: env "
+    "GPUOPS_PUSHGATEWAY_USERNAME and GPUOPS_PUSHGATEWAY_PASSWORD.",
 )
 def inspect(
     inventory: str,

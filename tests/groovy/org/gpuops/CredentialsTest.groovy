@@ -35,6 +35,17 @@ class CredentialsTest {
     }
 
     @Test
+    void alertmanagersTokenAndThePushgatewaysAuthAreBoundLastToTheVariablesTheCliReads() {
+        assertEquals([
+            [type: 'file', id: 'kc', variable: 'KUBECONFIG'],
+            [type: 'string', id: 'am', variable: 'GPUOPS_ALERTS_TOKEN'],
+            [type: 'usernamePassword', id: 'pg', usernameVariable: 'GPUOPS_PUSHGATEWAY_USERNAME',
+             passwordVariable: 'GPUOPS_PUSHGATEWAY_PASSWORD'],
+        ], Credentials.bindings(pushgateway: 'pg', alerts: 'am', kubeconfig: 'kc'))
+        assertEquals([], Credentials.bindings(alerts: null, pushgateway: ''))
+    }
+
+    @Test
     void anAbsentIdBindsNothingAndOtherVariablesAreHonoured() {
         assertEquals([], Credentials.bindings(ssh: null, kubeconfig: '', registry: null, webhook: null))
         assertEquals([

@@ -128,6 +128,23 @@ class InspectGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void thePushgatewaysBasicAuthReachesTheCliOnlyAsEnvironment() {
+        credentialStore.pushgw = [username: 'metrics', password: 'pgw-SECRET-password']
+        cliSucceeds(WORDS, HEALTHY)
+
+        runStep('inspectGpuNodes', [inventory: 'inv', pushgateway: 'https://pushgateway.example.invalid',
+                                    pushgatewayCredentialsId: 'pushgw'])
+
+        Map call = commandCalls().first()
+        assertEquals([['GPUOPS_PUSHGATEWAY_USERNAME', 'GPUOPS_PUSHGATEWAY_PASSWORD']], boundVariables)
+        assertEquals('metrics', call.env.GPUOPS_PUSHGATEWAY_USERNAME)
+        assertEquals('pgw-SECRET-password', call.env.GPUOPS_PUSHGATEWAY_PASSWORD)
+        assertEquals('https://pushgateway.example.invalid', paramsOfLastCall().pushgateway)
+        assertNoCallCarries('pgw-SECRET')
+        assertFalse(files.get(call.env.GPUOPS_PARAMS_FILE).contains('SECRET'))
+    }
+
+    @Test
     void theKeyAndTheWebhookReachTheCliOnlyAsEnvironment() {
         String webhook = 'https://hooks.example.invalid/T000/B000/XXXXsecretXXXX'
         credentialStore.'ansible-key' = [privateKey: KEY, username: 'ops']

@@ -415,6 +415,24 @@ class UpdateGpuNodesTest extends GpuOpsPipelineTest {
     }
 
     @Test
+    void alertmanagersTokenReachesTheCliOnlyAsEnvironment() {
+        String token = 'am-SECRET-bearer-0123456789'
+        credentialStore.'alertmanager-token' = [secret: token]
+        cliSucceeds(WORDS, DONE)
+
+        runStep('updateGpuNodes', [inventory: 'inv', alertsUrl: 'https://alertmanager.example:9093',
+                                   alertsCredentialsId: 'alertmanager-token'])
+
+        Map call = commandCalls().first()
+        assertEquals([['GPUOPS_ALERTS_TOKEN']], boundVariables)
+        assertEquals(token, call.env.GPUOPS_ALERTS_TOKEN)
+        assertEquals([inventory: 'inv', alerts_url: 'https://alertmanager.example:9093',
+                      artifacts_dir: 'gpuops-artifacts/updateGpuNodes-local'], paramsOfLastCall())
+        assertNoCallCarries('am-SECRET-bearer')
+        assertFalse(files.get(call.env.GPUOPS_PARAMS_FILE).contains('SECRET'))
+    }
+
+    @Test
     void badInputFailsEvenWhenFailuresAreOnlyUnstable() {
         cliFails(WORDS, 2, [message: 'inventory inv: group gpu_a100 (host gpu-a100-01) has no driver version',
                             category: 'invalid-input', field: 'inventory'])

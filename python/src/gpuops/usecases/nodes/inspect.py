@@ -355,6 +355,7 @@ def _metrics(request: InspectRequest, result: InspectResult) -> GpuOpsError | No
                 PUSH_JOB,
                 grouping,
                 healthmetrics.exposition(doc, now=now),
+                auth=pushgateway.env_auth(os.environ),
             )
         except GpuOpsError as exc:
             result.metrics["pushgateway_error"] = exc.message
