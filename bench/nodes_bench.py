@@ -273,8 +273,19 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
     n = len(facts["hosts"])
     inv_dir = folder / "inventory"
     shutil.copytree(Path(facts["inventory"]).parent, inv_dir)
-    set_drivers(inv_dir, UP)
     size = max(1, n // 5)
+    floor_out: dict[str, Any] | None = None
+    if args.floor_first:  # the floor moves every group up, then gpuops moves it back
+        from gpuops.adapters.ansible.inventory import load_inventory
+        from gpuops.core.rollout import rollout_order
+
+        # gpuops's batches: its rollout order of the inventory's hosts, in batches of size
+        names = rollout_order(load_inventory(str(inv_dir / "hosts.yml")).names())
+        planned = [names[i : i + size] for i in range(0, n, size)]
+        floor_out = update_floor(inv_dir, planned, UP)
+        set_drivers(inv_dir, BACK)
+    else:  # gpuops moves every group up, then the floor moves it back
+        set_drivers(inv_dir, UP)
     window = window_now()
     env = {**os.environ, "KUBECONFIG": lab.facts("kube")["kubeconfig"]}
     argv = [
@@ -301,6 +312,44 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
         f"exit {done.returncode}, {wall:.1f} s wall; changed {len(result['changed'])}, "
         f"failed {len(result['failed'])}"
     )
+    per_task = print_where(result)
+    t = result["timings_s"]
+    out: dict[str, Any] = {
+        "hosts": n,
+        "wall_s": wall,
+        "rc": done.returncode,
+        "gates": gates,
+        "timings": t,
+        "batches": [b["phases_s"] | {"elapsed_s": b["elapsed_s"]} for b in result["batches"]],
+        "tasks": {k: statistics.mean(v) for k, v in per_task.items()},
+    }
+    ran = [b["hosts"] for b in result["batches"]]
+    if floor_out is not None and floor_out["batches"] != ran:
+        print(f"  NOTE: gpuops's batches differ from the floor's: {ran}")
+    if floor_out is None and done.returncode == 0 and not args.no_floor:
+        floor_out = update_floor(inv_dir, ran, BACK)
+    if floor_out is not None:
+        out["floor"] = floor_out
+        floor = out["floor"]["wall_s"]
+        batches = sum(b["elapsed_s"] for b in result["batches"])
+        print(
+            f"\nupdate floor (ansible-playbook per batch, same batches, forks {size}): "
+            f"{floor:.1f} s wall"
+        )
+        print(
+            f"gpuops / floor wall = {wall / floor:.2f} (gpuops {wall:.1f} s, floor {floor:.1f} s)"
+        )
+        print(
+            f"gpuops batches / floor = {batches / floor:.2f} (the batches alone: "
+            f"{batches:.1f} s; the rest is pre-flight, plan and records)"
+        )
+        out["x_floor"] = wall / floor
+    return out
+
+
+def print_where(result: dict[str, Any]) -> dict[str, list[float]]:
+    """Where the update's time went, from its result: pre-flight, plan, each batch's phases,
+    the slowest tasks (mean seconds per host); the tasks' seconds per host."""
     t = result["timings_s"]
     print(f"  pre-flight {t['preflight']:.1f} s, plan {t['plan']:.1f} s")
     for b in result["batches"]:
@@ -320,39 +369,16 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
     print("  slowest tasks (mean seconds per host):")
     for task, secs in sorted(per_task.items(), key=lambda kv: -statistics.mean(kv[1]))[:6]:
         print(f"    {statistics.mean(secs):6.1f}  {task}")
-    out: dict[str, Any] = {
-        "hosts": n,
-        "wall_s": wall,
-        "rc": done.returncode,
-        "gates": gates,
-        "timings": t,
-        "batches": [b["phases_s"] | {"elapsed_s": b["elapsed_s"]} for b in result["batches"]],
-        "tasks": {k: statistics.mean(v) for k, v in per_task.items()},
-    }
-    if done.returncode == 0 and not args.no_floor:
-        out["floor"] = update_floor(inv_dir, [b["hosts"] for b in result["batches"]], folder)
-        floor = out["floor"]["wall_s"]
-        batches = sum(b["elapsed_s"] for b in result["batches"])
-        print(
-            f"\nupdate floor (ansible-playbook per batch, same batches, forks {size}): "
-            f"{floor:.1f} s wall"
-        )
-        print(
-            f"gpuops / floor wall = {wall / floor:.2f} (gpuops {wall:.1f} s, floor {floor:.1f} s)"
-        )
-        print(
-            f"gpuops batches / floor = {batches / floor:.2f} (the batches alone: "
-            f"{batches:.1f} s; the rest is pre-flight, plan and records)"
-        )
-        out["x_floor"] = wall / floor
-    return out
+    return per_task
 
 
-def update_floor(inv_dir: Path, batches: list[list[str]], folder: Path) -> dict[str, Any]:
+def update_floor(
+    inv_dir: Path, batches: list[list[str]], wanted: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
     """The same change's work with nothing around it: each batch's hosts given to
     ansible-playbook (the shipped ansible.cfg, forks = batch size), one batch after another,
-    moving every group back to the lab's versions."""
-    set_drivers(inv_dir, BACK)
+    moving every group to ``wanted``."""
+    set_drivers(inv_dir, wanted)
     walls = []
     started = time.perf_counter()
     for hosts in batches:
@@ -390,7 +416,12 @@ def update_floor(inv_dir: Path, batches: list[list[str]], folder: Path) -> dict[
         if sorted(h for h, c in recap.items() if int(c)) != sorted(hosts):
             raise SystemExit(f"floor batch {hosts}: changed per host {recap}")
         print(f"  floor batch of {len(hosts)}: {walls[-1]:.1f} s", flush=True)
-    return {"wall_s": time.perf_counter() - started, "batches_s": walls}
+    return {
+        "wall_s": time.perf_counter() - started,
+        "batches_s": walls,
+        "batches": batches,
+        "to": wanted,
+    }
 
 
 def main() -> int:
@@ -404,6 +435,11 @@ def main() -> int:
         help="the update without --window and the disruption budget (issue 9's row)",
     )  # fmt: skip
     ap.add_argument("--no-floor", action="store_true", help="skip the update's floor pass")
+    ap.add_argument("--no-inspect", action="store_true", help="skip part 1 (with --update)")
+    ap.add_argument(
+        "--floor-first", action="store_true",
+        help="the floor first (every group up), then gpuops (back): the other direction",
+    )  # fmt: skip
     ap.add_argument("--lab-dir", default=f"/tmp/gnb-{os.getpid()}")
     ap.add_argument("--json-out")
     args = ap.parse_args()
@@ -416,7 +452,8 @@ def main() -> int:
         lab.up(["fleet", "kube"] if args.update else ["fleet"])
         # gpuops checks host keys: the lab's, as a Jenkins step binds them
         os.environ["GPUOPS_KNOWN_HOSTS"] = lab.facts("fleet")["known_hosts"]
-        out["inspect"] = inspect_bench(lab, args, folder)
+        if not args.no_inspect:
+            out["inspect"] = inspect_bench(lab, args, folder)
         if args.update:
             out["update"] = update_bench(lab, args, folder)
     finally:
