@@ -1,6 +1,7 @@
 """Lab component ``pushgateway``: the real Prometheus Pushgateway (Debian
 ``prometheus-pushgateway`` 1.5), started by the lab (there is no systemd), on
-``127.0.0.1:<free port>``, no persistence (a lab restart forgets what was pushed).
+``127.0.0.1:<free port>``, no persistence (``--persistence.file=``: a lab restart forgets what
+was pushed, and nothing is written outside the lab, where Debian's default file would be).
 
 The lab's Prometheus scrapes it (``honor_labels: true``, as the Pushgateway's documentation
 asks, so pushed ``job``/``instance`` labels stay) when both run: ``pushgateway`` starts before
@@ -49,7 +50,14 @@ def up(lab: Lab) -> dict[str, Any]:
     safefiles.ensure_dir(base)
     port = proc.free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = [exe, f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
+    # --persistence.file= (empty): in memory only. Debian's build persists by default to
+    # /var/lib/prometheus/pushgateway.data, outside the lab, loaded again by every later lab
+    argv = [
+        exe,
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--persistence.file=",
+        "--log.level=warn",
+    ]
     started = time.monotonic()
     pid = proc.spawn(PROC, argv, lab.dir, cwd=base)
     proc.wait_for(
