@@ -325,8 +325,10 @@ def update_bench(lab: Any, args: argparse.Namespace, folder: Path) -> dict[str, 
     }
     ran = [b["hosts"] for b in result["batches"]]
     if floor_out is not None and floor_out["batches"] != ran:
-        print(f"  NOTE: gpuops's batches differ from the floor's: {ran}")
-    if floor_out is None and done.returncode == 0 and not args.no_floor:
+        raise SystemExit(f"gpuops's batches {ran} are not the floor's: no ratio")
+    if done.returncode != 0:
+        return out  # no ratio for a failed update
+    if floor_out is None and not args.no_floor:
         floor_out = update_floor(inv_dir, ran, BACK)
     if floor_out is not None:
         out["floor"] = floor_out
@@ -443,6 +445,8 @@ def main() -> int:
     ap.add_argument("--lab-dir", default=f"/tmp/gnb-{os.getpid()}")
     ap.add_argument("--json-out")
     args = ap.parse_args()
+    if args.floor_first and args.no_floor:
+        ap.error("--floor-first runs the floor first: not with --no-floor")
     from gpuops_lab import Lab, LabConfig
 
     lab = Lab(LabConfig(dir=Path(args.lab_dir), hosts=args.hosts))

@@ -118,15 +118,24 @@ class MetricsLab:
             except ApiException as exc:
                 lines.append(f"  pod {name}: HTTP {exc.status}")
                 continue
+            except Exception as exc:  # a diagnostic: never hide the timeout
+                lines.append(f"  pod {name}: not read: {exc!r}")
+                continue
             conditions = [f"{c.type}={c.status}" for c in (pod.status.conditions or []) if c.type]
             lines.append(
                 f"  pod {name}: phase {pod.status.phase}, node {pod.spec.node_name}, "
                 f"IP {pod.status.pod_ip}, {' '.join(conditions)}"
             )
-        played = [f"{p['namespace']}/{p['pod']}" for p in self.playing()]
-        lines.append(f"  the stand-in plays {played}")
+        try:
+            played = [f"{p['namespace']}/{p['pod']}" for p in self.playing()]
+            lines.append(f"  the stand-in plays {played}")
+        except Exception as exc:  # a diagnostic: never hide the timeout
+            lines.append(f"  the stand-in did not say what it plays: {exc!r}")
         log_file = self.kube.lab.dir / "logs" / f"{apps.PROC}.log"
-        tail = log_file.read_text(errors="replace").splitlines()[-15:] if log_file.is_file() else []
+        try:
+            tail = log_file.read_text(errors="replace").splitlines()[-15:]
+        except OSError as exc:
+            tail = [f"not read: {exc!r}"]
         lines.append(f"  {log_file} ends:\n    " + "\n    ".join(tail))
         return "\n".join(lines)
 

@@ -56,8 +56,9 @@ def guarded_pushgateway(tmp_path: Path) -> Iterator[str]:
     web.write_text(yaml.safe_dump({"basic_auth_users": {USER: _bcrypt(PASSWORD)}}))
     port = proc.free_port()
     url = f"http://127.0.0.1:{port}"
+    # in memory only, as the lab's own (test_lab_pushgateway.py)
     argv = [exe, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web}",
-            "--log.level=warn"]  # fmt: skip
+            "--persistence.file=", "--log.level=warn"]  # fmt: skip
     pid = proc.spawn("pushgateway-auth", argv, run_dir, cwd=run_dir)
     try:
         # /-/ready sits behind the same auth: 401 means it answers
@@ -123,6 +124,7 @@ def test_the_pushgateways_basic_auth_comes_from_the_environment_only(
     )
     assert wrong.rc == 1 and "HTTP 401" in wrong.stderr, wrong.stderr
     assert "not-it-0042" not in wrong.stderr + json.dumps(wrong.doc)
+    assert _groups(url) == []
 
     # from the environment: pushed; the group is there; the password in no output
     pushed = nodes_lab.gpuops(

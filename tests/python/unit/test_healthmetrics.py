@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import base64
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
 import pytest
 
+from gpuops import logs
 from gpuops.adapters import pushgateway
 from gpuops.core import healthmetrics
-from gpuops.errors import Unreachable
+from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 
 DOC = {
     "summary": {"ok": 1, "warning": 0, "critical": 1, "unreachable": 0},
@@ -110,3 +112,71 @@ def test_push_to_nothing_is_unreachable() -> None:
     server.server_close()
     with pytest.raises(Unreachable, match="did not answer"):
         pushgateway.push(f"http://127.0.0.1:{port}", "j", {}, "m 1\n")
+
+
+def _push_with(environ: dict[str, str], url_auth: str = "") -> str | None:
+    """One push with the auth env_auth reads from ``environ``: the Authorization header."""
+    _Receiver.got.clear()
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://{url_auth}127.0.0.1:{server.server_address[1]}"
+        pushgateway.push(url, "j", {}, "m 1\n", auth=pushgateway.env_auth(environ, url))
+    finally:
+        server.shutdown()
+        server.server_close()
+    ((_, _, auth, _),) = _Receiver.got
+    return auth
+
+
+USER_ENV, PASSWORD_ENV = pushgateway.USERNAME_ENV, pushgateway.PASSWORD_ENV
+
+
+def test_basic_auth_comes_from_the_environment_and_its_password_is_redacted() -> None:
+    auth = _push_with({USER_ENV: "metrics", PASSWORD_ENV: "pgw-unit-Secret-91"})
+    assert auth == "Basic " + base64.b64encode(b"metrics:pgw-unit-Secret-91").decode()
+    assert "pgw-unit-Secret-91" not in logs.redacted("push with pgw-unit-Secret-91 failed")
+    assert _push_with({}) is None  # neither: no auth at all
+
+
+@pytest.mark.parametrize(
+    ("environ", "url_auth", "message"),
+    [
+        ({USER_ENV: "metrics"}, "", f"{USER_ENV} is set but {PASSWORD_ENV} is not"),
+        ({PASSWORD_ENV: "pw-only-77"}, "", f"{PASSWORD_ENV} is set but {USER_ENV} is not"),
+        ({USER_ENV: "a:b", PASSWORD_ENV: "x"}, "", "holds ':' or a control character"),
+        ({USER_ENV: "a\nb", PASSWORD_ENV: "x"}, "", "holds ':' or a control character"),
+        ({USER_ENV: "m", PASSWORD_ENV: "p"}, "u:pw-in-url-55@", "carries user:password@"),
+    ],
+)
+def test_half_set_malformed_or_doubled_credentials_are_refused(
+    environ: dict[str, str], url_auth: str, message: str
+) -> None:
+    url = f"http://{url_auth}127.0.0.1:9"
+    with pytest.raises(InvalidInput, match=re.escape(message)) as caught:
+        pushgateway.env_auth(environ, url)
+    text = caught.value.message + (caught.value.hint or "")
+    for secret in ("pw-only-77", "pw-in-url-55"):
+        assert secret not in text
+
+
+def test_a_refusal_of_the_credentials_names_where_they_come_from() -> None:
+    class Refuses(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(OperationFailed, match="HTTP 401") as caught:
+            pushgateway.push(f"http://127.0.0.1:{server.server_address[1]}", "j", {}, "m 1\n")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert USER_ENV in (caught.value.hint or "") and "pushgatewayCredentialsId" in (
+        caught.value.hint or ""
+    )

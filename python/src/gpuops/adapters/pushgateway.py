@@ -14,12 +14,13 @@ from __future__ import annotations
 import base64
 import http.client
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuops.core.urls import parse_http, without_userinfo
-from gpuops.errors import OperationFailed, Unreachable
+from gpuops.errors import InvalidInput, OperationFailed, Unreachable
 from gpuops.logs import remember_secret
 
 TIMEOUT_S = 10.0
@@ -44,14 +45,34 @@ def group_url(url: str, job: str, grouping: Mapping[str, str]) -> str:
     return f"{url.rstrip('/')}/metrics/{path}"
 
 
-def env_auth(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """Basic auth from :data:`USERNAME_ENV` / :data:`PASSWORD_ENV` (None without a user name);
-    the password is remembered as a secret (redacted wherever it would be shown)."""
+def env_auth(environ: Mapping[str, str], url: str = "") -> tuple[str, str] | None:
+    """Basic auth from :data:`USERNAME_ENV` / :data:`PASSWORD_ENV` (None when neither is set);
+    the password is remembered as a secret (redacted wherever it would be shown). Both or
+    neither (InvalidInput otherwise), a user name without ':' or control characters (RFC 7617),
+    and not beside a ``user:password@`` in ``url`` (which of the two would be meant?)."""
     user = environ.get(USERNAME_ENV) or ""
-    if not user:
-        return None
     password = environ.get(PASSWORD_ENV) or ""
-    remember_secret(password)
+    if password:
+        remember_secret(password)
+    if not user and not password:
+        return None
+    if not (user and password):
+        given, missing = (USERNAME_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USERNAME_ENV)
+        raise InvalidInput(
+            f"the Pushgateway's basic auth: {given} is set but {missing} is not",
+            hint="set both (a Jenkins usernamePassword credential binds both), or neither",
+        )
+    if ":" in user or any(ord(c) < 0x20 or ord(c) == 0x7F for c in user + password):
+        raise InvalidInput(
+            f"{USERNAME_ENV} holds ':' or a control character (a basic-auth user name cannot; "
+            "the password cannot hold control characters)"
+        )
+    if url and "@" in urllib.parse.urlsplit(url).netloc:
+        raise InvalidInput(
+            f"the Pushgateway URL {without_userinfo(url)} carries user:password@ and "
+            f"{USERNAME_ENV} is set too: give the credentials once",
+            hint=f"drop user:password@ from the URL and keep {USERNAME_ENV}/{PASSWORD_ENV}",
+        )
     return user, password
 
 
@@ -81,9 +102,14 @@ def push(
             return Pushed(shown, int(resp.status))
     except urllib.error.HTTPError as exc:
         body = exc.read(500).decode(errors="replace").strip()
+        hint = "check the URL (the Pushgateway's base, without /metrics) and its logs"
+        if exc.code in (401, 403):
+            hint = (
+                f"check the credentials in {USERNAME_ENV} / {PASSWORD_ENV} (the step's "
+                "pushgatewayCredentialsId) and the Pushgateway's web config"
+            )
         raise OperationFailed(
-            f"the Pushgateway {shown} refused the metrics: HTTP {exc.code} {body}",
-            hint="check the URL (the Pushgateway's base, without /metrics) and its logs",
+            f"the Pushgateway {shown} refused the metrics: HTTP {exc.code} {body}", hint=hint
         ) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)

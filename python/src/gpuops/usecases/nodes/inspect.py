@@ -305,7 +305,10 @@ def _check_outputs(request: InspectRequest) -> None:
                 field="metrics_file",
             )
     if request.pushgateway:
+        from gpuops.adapters import pushgateway  # noqa: PLC0415
+
         parse_http(request.pushgateway, "pushgateway", userinfo=True)
+        pushgateway.env_auth(os.environ, request.pushgateway)  # before anything is inspected
 
 
 def _quarantine_cluster(request: InspectRequest) -> KubeClient | None:
@@ -355,7 +358,7 @@ def _metrics(request: InspectRequest, result: InspectResult) -> GpuOpsError | No
                 PUSH_JOB,
                 grouping,
                 healthmetrics.exposition(doc, now=now),
-                auth=pushgateway.env_auth(os.environ),
+                auth=pushgateway.env_auth(os.environ, request.pushgateway),
             )
         except GpuOpsError as exc:
             result.metrics["pushgateway_error"] = exc.message
