@@ -47,6 +47,14 @@ def _socket(lab: Lab) -> Path:
     return _dir(lab) / "podman.sock"
 
 
+#: The longest ``--runroot`` Podman 4 accepts (its cleanup process gets it as that flag).
+MAX_RUNROOT = 50
+
+
+def _runroot(lab: Lab) -> Path:
+    return _dir(lab) / "run"
+
+
 def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
@@ -76,7 +84,7 @@ def _write_config(lab: Lab, reg: dict[str, Any]) -> None:
         "[storage]\n"
         'driver = "vfs"\n'
         f"graphroot = {_toml(str(base / 'storage'))}\n"
-        f"runroot = {_toml(str(base / 'run'))}\n"
+        f"runroot = {_toml(str(_runroot(lab)))}\n"
     )
     insecure = "false" if reg.get("scheme") == "https" else "true"
     (conf / "registries.conf").write_text(
@@ -138,6 +146,17 @@ def up(lab: Lab) -> dict[str, Any]:
         raise OperationFailed(
             f"lab dir {lab.dir} is too long for a unix socket path ({sock})",
             hint="choose a shorter --dir / GPUOPS_LAB_DIR",
+        )
+    runroot = _runroot(lab)
+    if len(str(runroot)) > MAX_RUNROOT:
+        # the service takes it from storage.conf unchecked, but conmon's exit command gives it
+        # to `podman container cleanup` as --runroot, which refuses it ("the specified runroot
+        # is longer than 50 characters"): the service then waits 20 s for every container's
+        # exit code (a docker SDK containers.run() took 20.0 s for `echo hi`)
+        raise OperationFailed(
+            f"lab dir {lab.dir} is too long for Podman: its run root {runroot} has "
+            f"{len(str(runroot))} characters, Podman's cleanup accepts at most {MAX_RUNROOT}",
+            hint="choose a shorter --dir / GPUOPS_LAB_DIR (e.g. the default /tmp/gpuops-lab)",
         )
     _write_config(lab, reg)
     env = podman_env(lab)

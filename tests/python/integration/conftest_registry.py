@@ -12,6 +12,7 @@ import base64
 import io
 import re
 import shutil
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -162,22 +163,33 @@ def start_registry_lab(lab_dir: Path, *, auth: bool) -> RegistryLab:
     )
 
 
-def _session_lab(tmp: pytest.TempPathFactory, name: str, auth: bool) -> Iterator[RegistryLab]:
-    rlab = start_registry_lab(tmp.mktemp(name) / "lab", auth=auth)
+def short_registry_lab_dir() -> Path:
+    """A lab dir short enough for Podman: its run root (``<dir>/builder/run``) must stay
+    within 50 characters (gpuops_lab.builder.MAX_RUNROOT), which pytest's own temporary
+    folders exceed; the caller removes the parent (``mkdtemp``'s, ours alone) when done."""
+    return Path(tempfile.mkdtemp(prefix="grl-", dir="/tmp")) / "lab"
+
+
+def _session_lab(name: str, auth: bool) -> Iterator[RegistryLab]:
+    lab_dir = short_registry_lab_dir()
     try:
-        yield rlab
+        rlab = start_registry_lab(lab_dir, auth=auth)
+        try:
+            yield rlab
+        finally:
+            rlab.docker.close()
+            down_registry_only(rlab.lab)
     finally:
-        rlab.docker.close()
-        down_registry_only(rlab.lab)
+        shutil.rmtree(lab_dir.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def registry_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryLab]:
+def registry_lab() -> Iterator[RegistryLab]:
     """Plain registry (HTTP, no auth) + Podman builder with the busybox base pushed."""
-    yield from _session_lab(tmp_path_factory, "reglab", auth=False)
+    yield from _session_lab("reglab", auth=False)
 
 
 @pytest.fixture(scope="session")
-def auth_registry_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryLab]:
+def auth_registry_lab() -> Iterator[RegistryLab]:
     """Registry with TLS (lab CA) and htpasswd basic auth + its own Podman builder."""
-    yield from _session_lab(tmp_path_factory, "authlab", auth=True)
+    yield from _session_lab("authlab", auth=True)

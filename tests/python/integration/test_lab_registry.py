@@ -19,12 +19,14 @@ from integration.conftest_registry import (
     RegistryLab,
     down_registry_only,
     pushed_digest,
+    short_registry_lab_dir,
     split_ref,
     start_registry_lab,
 )
 
+from gpuops.errors import OperationFailed
+from gpuops_lab import Lab, LabConfig, proc
 from gpuops_lab import builder as labbuilder
-from gpuops_lab import proc
 from gpuops_lab import registry as labregistry
 from gpuops_lab.baseimage import BUSYBOX
 
@@ -197,8 +199,8 @@ def _listening(port: int) -> bool:
     return False
 
 
-def test_down_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:
-    rlab = start_registry_lab(tmp_path_factory.mktemp("downlab") / "lab", auth=True)
+def test_down_leaves_nothing_behind() -> None:
+    rlab = start_registry_lab(short_registry_lab_dir(), auth=True)
     lab = rlab.lab
     port = int(rlab.registry["port"])
     try:
@@ -229,6 +231,23 @@ def test_down_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) ->
     assert not [s for s in runc_states if str(lab.dir) in s]
     assert elapsed < 30
     down_registry_only(lab)  # a second down is harmless
+    lab.dir.parent.rmdir()  # mkdtemp's folder, empty now
+
+
+def test_a_lab_dir_too_long_for_podmans_run_root_is_refused(tmp_path: Path) -> None:
+    """Podman's cleanup process refuses a --runroot over 50 characters; the service, which
+    reads it from storage.conf, does not, and then waits 20 s for each container's exit code
+    (every docker SDK containers.run() of the lab tests took 20 s more). The builder refuses
+    such a lab dir instead (pytest's own tmp_path is one)."""
+    lab_dir = tmp_path / "lab"
+    assert len(str(lab_dir / "builder" / "run")) > labbuilder.MAX_RUNROOT
+    lab = Lab(LabConfig(dir=lab_dir))
+    try:
+        with pytest.raises(OperationFailed, match="too long for Podman: its run root"):
+            lab.up(["registry", "builder"])
+        assert proc.pid_of("podman", lab.dir) is None  # no service started
+    finally:
+        down_registry_only(lab)
 
 
 def test_startup_is_fast(registry_lab: RegistryLab) -> None:
