@@ -12,7 +12,6 @@ import base64
 import io
 import re
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.fleetlab import short_lab_dir
 
 from gpuops_lab import Lab, LabConfig, proc
 from gpuops_lab import builder as labbuilder
@@ -163,15 +163,9 @@ def start_registry_lab(lab_dir: Path, *, auth: bool) -> RegistryLab:
     )
 
 
-def short_registry_lab_dir() -> Path:
-    """A lab dir short enough for Podman: its run root (``<dir>/builder/run``) must stay
-    within 50 characters (gpuops_lab.builder.MAX_RUNROOT), which pytest's own temporary
-    folders exceed; the caller removes the parent (``mkdtemp``'s, ours alone) when done."""
-    return Path(tempfile.mkdtemp(prefix="grl-", dir="/tmp")) / "lab"
-
-
-def _session_lab(name: str, auth: bool) -> Iterator[RegistryLab]:
-    lab_dir = short_registry_lab_dir()
+def _session_lab(auth: bool) -> Iterator[RegistryLab]:
+    # pytest's own tmp folders are too long for Podman's run root (gpuops_lab.builder)
+    lab_dir = short_lab_dir()
     try:
         rlab = start_registry_lab(lab_dir, auth=auth)
         try:
@@ -186,10 +180,10 @@ def _session_lab(name: str, auth: bool) -> Iterator[RegistryLab]:
 @pytest.fixture(scope="session")
 def registry_lab() -> Iterator[RegistryLab]:
     """Plain registry (HTTP, no auth) + Podman builder with the busybox base pushed."""
-    yield from _session_lab("reglab", auth=False)
+    yield from _session_lab(auth=False)
 
 
 @pytest.fixture(scope="session")
 def auth_registry_lab() -> Iterator[RegistryLab]:
     """Registry with TLS (lab CA) and htpasswd basic auth + its own Podman builder."""
-    yield from _session_lab("authlab", auth=True)
+    yield from _session_lab(auth=True)

@@ -28,7 +28,9 @@ def fleet_down(lab: Lab) -> None:
 
 
 def short_lab_dir() -> Path:
-    # ssh ControlPath sockets live under the lab dir: keep it short (sun_path is 108 bytes)
+    # ssh ControlPath sockets live under the lab dir: keep it short (sun_path is 108 bytes);
+    # so does Podman's run root, <dir>/builder/run, at most 50 characters (gpuops_lab.builder).
+    # The caller removes the parent folder (mkdtemp's, ours alone) when done.
     return Path(tempfile.mkdtemp(prefix="gol-", dir="/tmp")) / "lab"
 
 

@@ -19,10 +19,10 @@ from integration.conftest_registry import (
     RegistryLab,
     down_registry_only,
     pushed_digest,
-    short_registry_lab_dir,
     split_ref,
     start_registry_lab,
 )
+from integration.fleetlab import short_lab_dir
 
 from gpuops.errors import OperationFailed
 from gpuops_lab import Lab, LabConfig, proc
@@ -200,7 +200,7 @@ def _listening(port: int) -> bool:
 
 
 def test_down_leaves_nothing_behind() -> None:
-    rlab = start_registry_lab(short_registry_lab_dir(), auth=True)
+    rlab = start_registry_lab(short_lab_dir(), auth=True)
     lab = rlab.lab
     port = int(rlab.registry["port"])
     try:
